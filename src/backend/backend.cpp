@@ -1,0 +1,41 @@
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/ops.h"
+
+namespace tf {
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    owner_ = std::exchange(o.owner_, nullptr);
+    t_ = std::move(o.t_);
+    o.t_ = Tensor{};
+  }
+  return *this;
+}
+
+void DeviceBuffer::reset() {
+  if (owner_ && t_.data) owner_->free_memory(t_.data);
+  owner_ = nullptr;
+  t_ = Tensor{};
+}
+
+Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
+  if (name == "cpu") return make_cpu_backend();
+  return make_error("unknown backend '" + std::string(name) + "' (this build has: cpu)");
+}
+
+DeviceBuffer upload_new(Backend& b, const Tensor& host) {
+  DeviceBuffer d = b.alloc(host.dtype, host.shape);
+  if (host.nbytes()) b.upload(d.tensor(), host.data);
+  return d;
+}
+
+Buffer download_new(Backend& b, const Tensor& dev) {
+  Buffer h(dev.dtype, dev.shape);
+  if (dev.nbytes()) b.download(dev, h.data());
+  return h;
+}
+
+}  // namespace tf

@@ -1,0 +1,90 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+
+namespace tf {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool* pool) : pool_(pool ? *pool : global_pool()) {}
+  std::string_view name() const override { return "cpu"; }
+
+  DeviceBuffer alloc(DType dtype, const Shape& shape) override {
+    Tensor t{nullptr, dtype, shape};
+    size_t n = t.nbytes();
+    size_t bytes = (n + 63) / 64 * 64;
+    if (bytes == 0) bytes = 64;
+    void* p = std::aligned_alloc(64, bytes);
+    TF_CHECK(p != nullptr);
+    std::memset(p, 0, bytes);
+    t.data = p;
+    return DeviceBuffer(this, t);
+  }
+  void upload(const Tensor& dst, const void* host) override {
+    if (dst.nbytes() && dst.data != host) std::memcpy(dst.data, host, dst.nbytes());
+  }
+  void download(const Tensor& src, void* host) override {
+    if (src.nbytes() && src.data != host) std::memcpy(host, src.data, src.nbytes());
+  }
+  DeviceBuffer import_host(const Tensor& host) override { return DeviceBuffer(nullptr, host); }
+  void synchronize() override {}
+  void free_memory(void* data) override { std::free(data); }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
+    cpu::linear(pool_, x, w, bias, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
+    cpu::rms_norm(pool_, x, w, eps, kind, out);
+  }
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
+    cpu::layer_norm(pool_, x, w, b, eps, out);
+  }
+  void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) override {
+    cpu::rope_cos_sin(angles, cos, sin);
+  }
+  void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
+    cpu::rope(pool_, x, cos, sin, out);
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
+                 const Tensor& out) override {
+    cpu::attention(pool_, q, k, v, key_ranges, scale, out);
+  }
+  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    cpu::silu_mul(pool_, gate, up, out);
+  }
+  void gelu(const Tensor& x, GeluKind kind, const Tensor& out) override { cpu::gelu(pool_, x, kind, out); }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override { cpu::add(pool_, a, b, out); }
+  void cast(const Tensor& x, const Tensor& out) override { cpu::cast(x, out); }
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
+    cpu::embedding(ids, table, out);
+  }
+  void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) override {
+    cpu::gather_rows(src, rows, out);
+  }
+  void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) override {
+    cpu::scatter_rows(src, rows, dst);
+  }
+  void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out) override {
+    cpu::patchify(pixels, patch, gh, gw, out);
+  }
+  void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out) override {
+    cpu::unfold_2x2(x, gh, gw, out);
+  }
+  void argmax(const Tensor& logits, const Tensor& out) override { cpu::argmax(pool_, logits, out); }
+  void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
+    cpu::top_k(pool_, logits, k, values, indices);
+  }
+
+ private:
+  ThreadPool& pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool) { return std::make_unique<CpuBackend>(pool); }
+
+}  // namespace tf

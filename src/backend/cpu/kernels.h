@@ -1,0 +1,25 @@
+// CPU reference ops, one per file in this folder; semantics are those of backend/ops.h.
+#pragma once
+#include "backend/ops.h"
+#include "base/thread_pool.h"
+
+namespace tf::cpu {
+void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out);
+void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out);
+void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin);
+void rope(ThreadPool& pool, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
+void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
+               float scale, const Tensor& out);
+void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, const Tensor& out);
+void gelu(ThreadPool& pool, const Tensor& x, GeluKind kind, const Tensor& out);
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, const Tensor& out);
+void cast(const Tensor& x, const Tensor& out);
+void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
+void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out);
+void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst);
+void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out);
+void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out);
+void argmax(ThreadPool& pool, const Tensor& logits, const Tensor& out);
+void top_k(ThreadPool& pool, const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices);
+}  // namespace tf::cpu

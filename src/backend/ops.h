@@ -1,0 +1,181 @@
+// The op contract. Model code computes through a `Backend&` only and never names an
+// implementation; backend/cpu is the numerical reference, backend/cuda implements the same
+// contract. Each op states its shapes (PyTorch order, contiguous row-major), dtypes and the
+// points where it rounds, which are the points where Transformers 5.17 rounds.
+//
+// Conventions shared by every op:
+// - "act" is the activation dtype: the checkpoint dtype, BF16 or F32. With F32 nothing is rounded
+//   beyond ordinary f32 arithmetic; with BF16, rnd() below means round-to-nearest-even to bf16,
+//   exactly where the HF module materialises a bf16 tensor.
+// - Arithmetic is f32 (PyTorch's "opmath" for bf16 elementwise kernels). Reductions accumulate in
+//   f32 in a FIXED order per output element that depends only on the reduced length, never on the
+//   number of rows in the call, chunking or the thread count (DESIGN invariant 2). A row computed
+//   alone or inside a batch of any size gives identical bits.
+// - Tensors passed to ops are device-resident (allocated by, or imported into, the same Backend).
+//   `out` may alias an input only where the op says so.
+// - Shape/dtype violations are programming errors (TF_CHECK), never user input.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+namespace tf {
+
+class Backend;
+
+// Owning handle to backend memory (device memory on CUDA, host memory on CPU). Move-only; freed
+// through its backend. A buffer made by Backend::import_host may alias host memory it does not own
+// (zero-copy weights on the CPU backend); then destruction frees nothing.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* owner, Tensor t) : owner_(owner), t_(std::move(t)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : owner_(std::exchange(o.owner_, nullptr)), t_(std::move(o.t_)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+  void reset();
+  const Tensor& tensor() const { return t_; }
+  operator const Tensor&() const { return t_; }  // NOLINT(google-explicit-constructor)
+  bool empty() const { return t_.data == nullptr; }
+
+ private:
+  Backend* owner_ = nullptr;  // null: not owned (alias) or empty
+  Tensor t_;
+};
+
+enum class RmsNormKind {
+  // HF LlamaRMSNorm family (Qwen3RMSNorm, PixtralRMSNorm, LightOnOcrRMSNorm, Mistral3RMSNorm):
+  //   y = rnd(x_f32 * rsqrt(mean(x_f32^2) + eps));  out = rnd(w * y)   [w and y in act dtype]
+  // Two roundings for bf16: after the normalisation and after the weight multiply.
+  kWeight,
+  // HF Qwen3_5RMSNorm (Gemma style): out = rnd(x_f32 * rsqrt(mean(x_f32^2) + eps) * (1 + w_f32)),
+  // one rounding, the weight multiply done in f32.
+  kOnePlusWeight,
+};
+
+enum class GeluKind { kErf, kTanh };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------------
+  // Zero-filled buffer of `shape` and `dtype`.
+  virtual DeviceBuffer alloc(DType dtype, const Shape& shape) = 0;
+  // Copy host bytes (dst.nbytes() of them) into device tensor `dst`.
+  virtual void upload(const Tensor& dst, const void* host) = 0;
+  // Copy device tensor `src` into host memory (src.nbytes() bytes).
+  virtual void download(const Tensor& src, void* host) = 0;
+  // Make a host tensor usable by ops. The CPU backend aliases it (the caller keeps the host memory
+  // alive, e.g. the mmap'd checkpoint); a device backend copies it.
+  virtual DeviceBuffer import_host(const Tensor& host) = 0;
+  // Wait for queued work (no-op on CPU).
+  virtual void synchronize() = 0;
+  virtual void free_memory(void* data) = 0;  // used by DeviceBuffer
+
+  // ---- ops ----------------------------------------------------------------------------------
+  // linear: out[n, out_f] = x[n, in_f] · w[out_f, in_f]^T (+ bias[out_f]).
+  // x, out: act. w: BF16 or F32 (converted exactly to f32). bias: null or [out_f] of w's dtype.
+  // Each output element: f32 dot product over in_f (fixed order), + bias in f32, then ONE rnd()
+  // (cuBLAS bf16 GEMM with f32 accumulation and bias epilogue). Also the patch conv (as a GEMM
+  // after patchify) and lm_head.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+
+  // rms_norm over the last dim d: x[n, d] act, w[d] (act dtype for kWeight; any float dtype for
+  // kOnePlusWeight), out[n, d] act. Rounding per RmsNormKind. mean(x²) is an f32 sum in fixed order
+  // divided by d; rsqrt as 1/sqrtf. Per-head q/k norms pass x viewed as [n*heads, head_dim].
+  // out may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) = 0;
+
+  // layer_norm over the last dim (nn.LayerNorm): x[n, d] act, w[d], b[d] (act or F32), out[n, d].
+  // mean and biased variance in f32 (two passes, fixed order); out = rnd((x-mean)*rstd*w + b) with
+  // the affine part in f32: one rounding (PyTorch's layer_norm kernel computes in opmath).
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) = 0;
+
+  // rope_cos_sin: angles[n, r/2] F32 -> cos, sin [n, r] act, with emb = cat(angles, angles):
+  //   cos = rnd(cosf(emb)), sin = rnd(sinf(emb)).  HF computes the table in f32 (autocast off)
+  // and casts it to the activation dtype. The angles themselves are built by the model
+  // (fl32(position * inv_freq[k]) for 1D; per-axis products for Pixtral's 2D table).
+  virtual void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) = 0;
+
+  // rope: x[n, heads, d] act, cos/sin[n, r] act (r even, r <= d); out[n, heads, d] act.
+  // HF apply_rotary_pos_emb on the first r dims (rotate_half pairs i with i + r/2), elementwise in
+  // act with three roundings for bf16:
+  //   i <  r/2: out = rnd(rnd(x[i]*cos[i]) + rnd(-x[i+r/2]*sin[i]))
+  //   i >= r/2: out = rnd(rnd(x[i]*cos[i]) + rnd( x[i-r/2]*sin[i]))
+  //   i >= r (partial rotary): out = x[i].  out may alias x.
+  virtual void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) = 0;
+
+  // attention: q[n_q, heads, d], k/v[n_k, kv_heads, d] act; out[n_q, heads, d] act.
+  // key_ranges[n_q, 2] I32: query row i attends keys [begin_i, end_i) (causal decoding over a KV
+  // cache: [0, pos_i + 1); block-diagonal vision attention: the row's image span). GQA: query head
+  // h reads kv head h / (heads / kv_heads) (repeat_kv = repeat_interleave).
+  // Semantics of SDPA with an f32 softmax: s_j = fl32(dot_f32(q, k_j) * scale); p_j = expf(s_j - max);
+  // out = rnd(Σ_j p_j v_j / Σ_j p_j), keys visited in increasing j, all sums f32. One rounding.
+  // (HF's default sdpa on CUDA runs flash/mem-efficient kernels whose P·V step rounds P to bf16
+  // and rescales per tile; that makes ±1 bf16 ulp differences on the output, inside the
+  // cosine tolerance. The eager path differs further: it rounds QK^T to bf16.)
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
+                         const Tensor& out) = 0;
+
+  // silu_mul: out = rnd(rnd(silu(gate)) * up) with silu(g) = g / (1 + expf(-g)) in f32.
+  // gate, up, out [n, d] act (act_fn(gate_proj(x)) * up_proj(x) in HF: two roundings).
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+
+  // gelu: out = rnd(gelu(x)) in f32. kErf: x*0.5*(1+erf(x/√2)) (nn.GELU(), ACT2FN["gelu"]);
+  // kTanh: 0.5*x*(1+tanh(√(2/π)(x+0.044715x³))) (gelu_pytorch_tanh). out may alias x.
+  virtual void gelu(const Tensor& x, GeluKind kind, const Tensor& out) = 0;
+
+  // add: out = rnd(a + b), same shape, act (the bf16 residual stream). out may alias a or b.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // cast: elementwise dtype conversion between F32/BF16 (RNE), same numel. (logits -> f32)
+  virtual void cast(const Tensor& x, const Tensor& out) = 0;
+
+  // embedding: out[n, d] = table[ids[i]] (ids[n] I32 in [0, vocab), table[vocab, d]); converted to
+  // out's dtype (exact when dtypes match).
+  virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+
+  // gather_rows: out[m, ...] = src[rows[i]]; scatter_rows: dst[rows[i]] = src[i]. Same dtype;
+  // rows[m] I32. (Image embeddings into placeholder rows, K/V into cache slots, logit rows.)
+  virtual void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) = 0;
+  virtual void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) = 0;
+
+  // patchify (Conv2d(k=s=p) as a GEMM): pixels[C, H, W] F32 -> out[gh*gw, C*p*p] act with
+  //   out[i*gw + j][c*p*p + ky*p + kx] = rnd(pixels[c][i*p + ky][j*p + kx])
+  // (the f32 -> weight-dtype cast HF does before patch_conv; columns in the weight's (c,kh,kw)
+  // order; patches row-major like flatten(1).T). Takes the top-left gh×gw patches (the crop to
+  // image_size // p that drops batch padding).
+  virtual void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out) = 0;
+
+  // unfold_2x2: x[gh*gw, c] (row-major patch grid) -> out[(gh/2)*(gw/2), 4c] as
+  // F.unfold(kernel 2, stride 2) over the [c, gh, gw] grid, transposed: channel-major,
+  //   out[bi*(gw/2) + bj][ch*4 + ki*2 + kj] = x[(2bi+ki)*gw + 2bj+kj][ch]
+  // A trailing odd row/column is dropped, as unfold drops it. Exact copy.
+  virtual void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out) = 0;
+
+  // argmax: logits[n, V] F32 -> out[n] I32, the first index of the maximum (torch.argmax).
+  virtual void argmax(const Tensor& logits, const Tensor& out) = 0;
+
+  // top_k: logits[n, V] F32 -> values[n, k] F32 and indices[n, k] I32, sorted by value
+  // descending, ties by lower index first.
+  virtual void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) = 0;
+};
+
+// Creates a backend by name ("cpu"; "cuda" where built). Error if unknown or not built.
+Expected<std::unique_ptr<Backend>> create_backend(std::string_view name);
+
+// Convenience: allocate and upload host data.
+DeviceBuffer upload_new(Backend& b, const Tensor& host);
+// Convenience: download a device tensor into a new host buffer.
+Buffer download_new(Backend& b, const Tensor& dev);
+
+}  // namespace tf
