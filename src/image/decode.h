@@ -1,0 +1,34 @@
+// Image decoding as Transformers 5.17 loads a chat image: PIL.Image.open, ImageOps.exif_transpose,
+// then convert("RGB"). PNG (libpng), JPEG (libjpeg-turbo) and WebP (libwebp), sniffed by magic bytes.
+//
+// Conversions follow Pillow's, bit for bit:
+//   L, LA, 1-, 2-, 4-bit gray   -> gray replicated (low depths scaled by bit replication, as PIL's L;2/L;4)
+//   LA, RGBA (8/16 bit)         -> alpha dropped, no compositing (convert("RGB") ignores alpha)
+//   16-bit RGB/RGBA/LA          -> the most significant byte (PIL's RGB;16B / RGBA;16B / LA;16B unpackers)
+//   16-bit gray (PIL "I;16")    -> min(value, 255) replicated (Pillow's I16_RGB saturates, it does not scale)
+//   P (palette, with or w/o tRNS) -> palette colour, transparency ignored; indices past the PLTE entries
+//                                 give (i, i, i) like Pillow's default ramp palette
+//   JPEG                        -> libjpeg ISLOW IDCT with fancy upsampling (PIL's defaults); CMYK and YCCK
+//                                 as PIL: inverted ("CMYK;I", Adobe convention) then cmyk2rgb
+//   WebP                        -> the first frame decoded to RGBA, alpha dropped
+// EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF chunk) is applied as ImageOps.exif_transpose does.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "base/status.h"
+#include "image/image.h"
+
+namespace tf {
+
+enum class ImageFormat { unknown, png, jpeg, webp };
+
+ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
+std::string_view image_format_name(ImageFormat f);
+
+// index_for_messages numbers the image in error messages ("image 2 could not be decoded; ...").
+Expected<Image> decode_image(std::span<const uint8_t> bytes, int index_for_messages,
+                             ImageLimits limits = {});
+
+}  // namespace tf
