@@ -14,3 +14,4 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
+bash "$(dirname "${BASH_SOURCE[0]}")/fetch_test_data.sh"
