@@ -269,13 +269,13 @@ Expected<std::optional<JsonConfig>> load_optional(const std::string& dir, const 
 
 Expected<HfConfigs> load_hf_configs(const std::string& dir) {
   HfConfigs out;
-  std::string config_path = dir + "/config.Json";
-  if (!is_file(config_path)) return make_error(dir + ": no config.Json (not a Hugging Face checkpoint directory?)");
+  std::string config_path = dir + "/config.json";
+  if (!is_file(config_path)) return make_error(dir + ": no config.json (not a Hugging Face checkpoint directory?)");
   TF_ASSIGN(out.config, JsonConfig::load(config_path));
-  TF_ASSIGN(out.generation_config, load_optional(dir, "generation_config.Json"));
-  TF_ASSIGN(out.tokenizer_config, load_optional(dir, "tokenizer_config.Json"));
-  TF_ASSIGN(out.preprocessor_config, load_optional(dir, "preprocessor_config.Json"));
-  TF_ASSIGN(out.processor_config, load_optional(dir, "processor_config.Json"));
+  TF_ASSIGN(out.generation_config, load_optional(dir, "generation_config.json"));
+  TF_ASSIGN(out.tokenizer_config, load_optional(dir, "tokenizer_config.json"));
+  TF_ASSIGN(out.preprocessor_config, load_optional(dir, "preprocessor_config.json"));
+  TF_ASSIGN(out.processor_config, load_optional(dir, "processor_config.json"));
   // Transformers' ImageProcessingMixin.get_image_processor_dict: the nested config wins.
   if (out.processor_config) {
     TF_ASSIGN(out.image_processor_config, out.processor_config->object_if("image_processor"));
