@@ -61,7 +61,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // A cache repo folder (models--ORG--NAME) at revision `rev`: refs/<rev> names the snapshot, or
 // `rev` is a snapshot directory name itself.
-Expected<std::string> resolve_repo_folder(const std::string& folder, const std::string& rev, const std::string& arg) {
+Expected<std::string> resolve_repo_folder(const std::string& folder, const std::string& rev,
+                                          const std::string& arg) {
   std::string snapshots = folder + "/snapshots";
   if (is_dir(snapshots + "/" + rev)) return snapshots + "/" + rev;
   std::string ref_path = folder + "/refs/" + rev;
@@ -72,8 +73,8 @@ Expected<std::string> resolve_repo_folder(const std::string& folder, const std::
     if (hash.empty()) return make_error("checkpoint '" + arg + "': " + ref_path + " is empty");
     std::string snap = snapshots + "/" + hash;
     if (!is_dir(snap))
-      return make_error("checkpoint '" + arg + "': " + ref_path + " names revision " + hash + ", but " + snap +
-                        " does not exist (incomplete download?)");
+      return make_error("checkpoint '" + arg + "': " + ref_path + " names revision " + hash + ", but " +
+                        snap + " does not exist (incomplete download?)");
     return snap;
   }
   std::vector<std::string> snaps;
@@ -85,9 +86,9 @@ Expected<std::string> resolve_repo_folder(const std::string& folder, const std::
   }
   std::string listed;
   for (size_t i = 0; i < snaps.size() && i < 5; ++i) listed += (i ? ", " : "") + snaps[i];
-  return make_error("cannot find checkpoint '" + arg + "': looked for " + ref_path + " and " + snapshots + "/" + rev +
-                    "; the cache has " + std::to_string(snaps.size()) + " snapshot" + (snaps.size() == 1 ? "" : "s") +
-                    (snaps.empty() ? "" : " (" + listed + ")"));
+  return make_error("cannot find checkpoint '" + arg + "': looked for " + ref_path + " and " + snapshots +
+                    "/" + rev + "; the cache has " + std::to_string(snaps.size()) + " snapshot" +
+                    (snaps.size() == 1 ? "" : "s") + (snaps.empty() ? "" : " (" + listed + ")"));
 }
 
 // A snapshot whose symlink points at a blob that is not there is a half-finished download; say
@@ -96,7 +97,8 @@ Status check_dangling_links(const std::string& dir) {
   for (const std::string& n : list_dir(dir)) {
     if (!(ends_with(n, ".json") || ends_with(n, ".safetensors") || ends_with(n, ".jinja"))) continue;
     std::string p = dir + "/" + n;
-    struct stat lst {}, st {};
+    struct stat lst {
+    }, st{};
     if (::lstat(p.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode) && ::stat(p.c_str(), &st) != 0) {
       char target[4096];
       ssize_t len = ::readlink(p.c_str(), target, sizeof(target) - 1);
@@ -131,7 +133,8 @@ Expected<std::string> resolve_checkpoint_dir(const std::string& arg_in) {
   std::string arg = strip_trailing_slashes(arg_in);
   if (is_dir(arg)) {
     // A cache repo folder itself (models--ORG--NAME): take its main revision.
-    if (!is_file(arg + "/config.json") && is_dir(arg + "/snapshots")) return resolve_repo_folder(arg, "main", arg_in);
+    if (!is_file(arg + "/config.json") && is_dir(arg + "/snapshots"))
+      return resolve_repo_folder(arg, "main", arg_in);
     return arg;
   }
   // ORG/NAME or ORG/NAME@REV, resolved offline in the hub cache.
@@ -143,14 +146,16 @@ Expected<std::string> resolve_checkpoint_dir(const std::string& arg_in) {
   size_t slash = id.find('/');
   bool looks_like_id = slash != std::string::npos && id.find('/', slash + 1) == std::string::npos &&
                        valid_repo_part(id.substr(0, slash)) && valid_repo_part(id.substr(slash + 1)) &&
-                       !rev.empty() && rev.find('/') == std::string::npos && rev.find("..") == std::string::npos;
+                       !rev.empty() && rev.find('/') == std::string::npos &&
+                       rev.find("..") == std::string::npos;
   if (!looks_like_id) return make_error("cannot find checkpoint '" + arg_in + "': no such directory");
   std::string cache = hf_hub_cache_dir();
   std::string folder = cache + "/models--" + id.substr(0, slash) + "--" + id.substr(slash + 1);
   if (!is_dir(folder))
-    return make_error("cannot find checkpoint '" + arg_in + "': no such directory, and no " + folder +
-                      " in the Hugging Face cache (set HF_HOME or HF_HUB_CACHE, or pass a directory; nothing is "
-                      "downloaded)");
+    return make_error(
+        "cannot find checkpoint '" + arg_in + "': no such directory, and no " + folder +
+        " in the Hugging Face cache (set HF_HOME or HF_HUB_CACHE, or pass a directory; nothing is "
+        "downloaded)");
   return resolve_repo_folder(folder, rev, arg_in);
 }
 

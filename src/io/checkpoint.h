@@ -19,16 +19,16 @@ namespace tf {
 struct Checkpoint {
   std::string source;  // the argument as given
   std::string dir;     // the directory holding config.json (a snapshot dir for cache ids)
-  JsonConfig config;                                // config.json
-  std::optional<JsonConfig> generation_config;      // generation_config.json
-  std::optional<JsonConfig> tokenizer_config;       // tokenizer_config.json
-  std::optional<JsonConfig> processor_config;       // processor_config.json as written
-  std::optional<JsonConfig> preprocessor_config;    // preprocessor_config.json as written
+  JsonConfig config;   // config.json
+  std::optional<JsonConfig> generation_config;       // generation_config.json
+  std::optional<JsonConfig> tokenizer_config;        // tokenizer_config.json
+  std::optional<JsonConfig> processor_config;        // processor_config.json as written
+  std::optional<JsonConfig> preprocessor_config;     // preprocessor_config.json as written
   std::optional<JsonConfig> image_processor_config;  // resolved like Transformers (see HfConfigs)
-  std::string tokenizer_json;       // path of tokenizer.json, "" if absent
-  std::string chat_template_jinja;  // path of chat_template.jinja, "" if absent
-  std::string chat_template_json;   // path of chat_template.json (older processors), "" if absent
-  WeightMap weights;                // mapped and header-validated; nothing fetched yet
+  std::string tokenizer_json;                        // path of tokenizer.json, "" if absent
+  std::string chat_template_jinja;                   // path of chat_template.jinja, "" if absent
+  std::string chat_template_json;  // path of chat_template.json (older processors), "" if absent
+  WeightMap weights;               // mapped and header-validated; nothing fetched yet
 };
 
 // The directory the user means. Errors list where it looked, e.g.

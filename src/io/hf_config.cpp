@@ -46,7 +46,9 @@ bool is_int(const Json& v) { return v.is_number_integer(); }
 int64_t to_int(const Json& v) {
   return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
 }
-bool fits_int64(const Json& v) { return !v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX); }
+bool fits_int64(const Json& v) {
+  return !v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+}
 
 }  // namespace
 
@@ -62,7 +64,10 @@ Expected<nlohmann::json> read_json_file(const std::string& path) {
 JsonConfig::JsonConfig() : JsonConfig(std::make_shared<const Json>(Json::object()), nullptr, "<none>", "") {}
 
 JsonConfig::JsonConfig(std::shared_ptr<const Json> root, const Json* node, std::string file, std::string path)
-    : root_(std::move(root)), node_(node ? node : root_.get()), file_(std::move(file)), path_(std::move(path)) {}
+    : root_(std::move(root)),
+      node_(node ? node : root_.get()),
+      file_(std::move(file)),
+      path_(std::move(path)) {}
 
 Expected<JsonConfig> JsonConfig::from_json(Json root, std::string file) {
   if (!root.is_object()) return make_error(file + ": must hold a JSON object, got " + brief(root));
@@ -210,7 +215,8 @@ Expected<std::vector<int64_t>> JsonConfig::get_ids(std::string_view key) const {
   return list;
 }
 
-Expected<std::vector<int64_t>> JsonConfig::get_ids(std::string_view key, const std::vector<int64_t>& fallback) const {
+Expected<std::vector<int64_t>> JsonConfig::get_ids(std::string_view key,
+                                                   const std::vector<int64_t>& fallback) const {
   return has(key) ? get_ids(key) : Expected<std::vector<int64_t>>(fallback);
 }
 
@@ -253,8 +259,8 @@ Expected<std::vector<std::string>> JsonConfig::get_string_list(std::string_view 
   return out;
 }
 
-Expected<std::vector<std::string>> JsonConfig::get_string_list(std::string_view key,
-                                                               const std::vector<std::string>& fallback) const {
+Expected<std::vector<std::string>> JsonConfig::get_string_list(
+    std::string_view key, const std::vector<std::string>& fallback) const {
   return has(key) ? get_string_list(key) : Expected<std::vector<std::string>>(fallback);
 }
 
@@ -270,7 +276,8 @@ Expected<std::optional<JsonConfig>> load_optional(const std::string& dir, const 
 Expected<HfConfigs> load_hf_configs(const std::string& dir) {
   HfConfigs out;
   std::string config_path = dir + "/config.json";
-  if (!is_file(config_path)) return make_error(dir + ": no config.json (not a Hugging Face checkpoint directory?)");
+  if (!is_file(config_path))
+    return make_error(dir + ": no config.json (not a Hugging Face checkpoint directory?)");
   TF_ASSIGN(out.config, JsonConfig::load(config_path));
   TF_ASSIGN(out.generation_config, load_optional(dir, "generation_config.json"));
   TF_ASSIGN(out.tokenizer_config, load_optional(dir, "tokenizer_config.json"));

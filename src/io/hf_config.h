@@ -35,11 +35,11 @@ class JsonConfig {
   const nlohmann::json& json() const { return *node_; }
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }  // "" at the root, "text_config" below it
-  std::string field(std::string_view key) const;      // "text_config.hidden_size"
+  std::string field(std::string_view key) const;     // "text_config.hidden_size"
   // "config.json: text_config.hidden_size <what>"
   Error error(std::string_view key, const std::string& what) const;
 
-  bool has(std::string_view key) const;  // present and not null
+  bool has(std::string_view key) const;   // present and not null
   std::vector<std::string> keys() const;  // sorted
 
   // Sub-objects: required; or absent -> nullopt (present but not an object is still an error).
@@ -58,12 +58,14 @@ class JsonConfig {
   Expected<std::string> get_string(std::string_view key) const;
   Expected<std::string> get_string(std::string_view key, const std::string& fallback) const;
   Expected<std::vector<int64_t>> get_int_list(std::string_view key) const;
-  Expected<std::vector<int64_t>> get_int_list(std::string_view key, const std::vector<int64_t>& fallback) const;
+  Expected<std::vector<int64_t>> get_int_list(std::string_view key,
+                                              const std::vector<int64_t>& fallback) const;
   // An integer or a list of integers, as eos_token_id is written ("eos_token_id": 2 or [1, 2]).
   Expected<std::vector<int64_t>> get_ids(std::string_view key) const;
   Expected<std::vector<int64_t>> get_ids(std::string_view key, const std::vector<int64_t>& fallback) const;
   Expected<std::vector<double>> get_number_list(std::string_view key) const;
-  Expected<std::vector<double>> get_number_list(std::string_view key, const std::vector<double>& fallback) const;
+  Expected<std::vector<double>> get_number_list(std::string_view key,
+                                                const std::vector<double>& fallback) const;
   Expected<std::vector<std::string>> get_string_list(std::string_view key) const;
   Expected<std::vector<std::string>> get_string_list(std::string_view key,
                                                      const std::vector<std::string>& fallback) const;
@@ -82,11 +84,11 @@ class JsonConfig {
 // The optional companions of config.json in a checkpoint directory. Absent files are nullopt;
 // present but malformed files are errors.
 struct HfConfigs {
-  JsonConfig config;                                  // config.json (required)
-  std::optional<JsonConfig> generation_config;        // generation_config.json
-  std::optional<JsonConfig> tokenizer_config;         // tokenizer_config.json
-  std::optional<JsonConfig> preprocessor_config;      // preprocessor_config.json as written
-  std::optional<JsonConfig> processor_config;         // processor_config.json as written
+  JsonConfig config;                              // config.json (required)
+  std::optional<JsonConfig> generation_config;    // generation_config.json
+  std::optional<JsonConfig> tokenizer_config;     // tokenizer_config.json
+  std::optional<JsonConfig> preprocessor_config;  // preprocessor_config.json as written
+  std::optional<JsonConfig> processor_config;     // processor_config.json as written
   // The image processor settings as Transformers resolves them: processor_config.json's nested
   // "image_processor" object if it has one, else preprocessor_config.json.
   std::optional<JsonConfig> image_processor_config;

@@ -36,9 +36,7 @@ std::string brief(const json& v) {
   return s;
 }
 
-std::string supported_dtypes() {
-  return "F64, F32, F16, BF16, I64, I32, I16, U16, I8, U8, BOOL";
-}
+std::string supported_dtypes() { return "F64, F32, F16, BF16, I64, I32, I16, U16, I8, U8, BOOL"; }
 
 // Parses the header, refusing duplicate keys: nlohmann keeps the last duplicate silently, which
 // would let a header describe one tensor twice and have us use whichever came last.
@@ -48,7 +46,9 @@ Expected<json> parse_header_json(const char* begin, const char* end) {
     if (depth > kMaxHeaderDepth)
       throw HeaderAbort{"header JSON nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels"};
     switch (event) {
-      case json::parse_event_t::object_start: open_objects.emplace_back(); break;
+      case json::parse_event_t::object_start:
+        open_objects.emplace_back();
+        break;
       case json::parse_event_t::object_end:
         if (!open_objects.empty()) open_objects.pop_back();
         break;
@@ -61,7 +61,8 @@ Expected<json> parse_header_json(const char* begin, const char* end) {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
     return true;
   };
@@ -105,11 +106,12 @@ Status parse_entry(const std::string& name, const json& v, uint64_t data_size, S
   const std::string& dname = dt->get_ref<const std::string&>();
   std::optional<DType> dtype = dtype_from_name(dname);
   if (!dtype)
-    return make_error(t + " has dtype " + dname + ", which tensorfold does not support (supported: " +
-                      supported_dtypes() + ")");
+    return make_error(t + " has dtype " + dname +
+                      ", which tensorfold does not support (supported: " + supported_dtypes() + ")");
   auto sh = v.find("shape");
   if (sh == v.end()) return make_error(t + " has no shape");
-  if (!sh->is_array()) return make_error(t + " shape must be a list of non-negative integers, got " + brief(*sh));
+  if (!sh->is_array())
+    return make_error(t + " shape must be a list of non-negative integers, got " + brief(*sh));
   Shape shape;
   uint64_t numel = 1;
   bool numel_overflow = false;
@@ -133,8 +135,8 @@ Status parse_entry(const std::string& name, const json& v, uint64_t data_size, S
   if (numel_overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(*dtype)), &need))
     return make_error(t + " shape " + shape_str(shape) + " is too large to address");
   if (need != e - b)
-    return make_error(t + " data_offsets " + offsets_str(b, e) + " hold " + std::to_string(e - b) + " bytes but " +
-                      dname + " " + shape_str(shape) + " needs " + std::to_string(need));
+    return make_error(t + " data_offsets " + offsets_str(b, e) + " hold " + std::to_string(e - b) +
+                      " bytes but " + dname + " " + shape_str(shape) + " needs " + std::to_string(need));
   out->name = name;
   out->dtype = *dtype;
   out->shape = std::move(shape);
@@ -149,15 +151,16 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<const void> own
                                                  size_t size, std::string path, std::string label) {
   auto fail = [&](const std::string& msg) { return make_error(label + ": " + msg); };
   if (size < 8)
-    return fail("file is " + std::to_string(size) + " bytes, too short to hold the 8-byte header length (truncated?)");
+    return fail("file is " + std::to_string(size) +
+                " bytes, too short to hold the 8-byte header length (truncated?)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
   if (n > kSafetensorsMaxHeaderBytes)
     return fail("header length " + std::to_string(n) + " exceeds the limit of " +
                 std::to_string(kSafetensorsMaxHeaderBytes) + " bytes (not a safetensors file?)");
   if (n > size - 8)
-    return fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) +
-                " bytes; truncated?)");
+    return fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+                std::to_string(size) + " bytes; truncated?)");
   if (n < 2) return fail("header of " + std::to_string(n) + " bytes cannot hold a JSON object");
   const char* hb = reinterpret_cast<const char*>(bytes + 8);
   auto parsed = parse_header_json(hb, hb + n);

@@ -50,7 +50,7 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }    // as given to open() (or the label)
   const std::string& label() const { return label_; }  // file name used in messages
   const std::vector<SafetensorsEntry>& tensors() const { return entries_; }  // sorted by name
-  const SafetensorsEntry* find(std::string_view name) const;                // nullptr if absent
+  const SafetensorsEntry* find(std::string_view name) const;                 // nullptr if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   size_t file_size() const { return size_; }
   size_t header_size() const { return header_size_; }  // N, the JSON part

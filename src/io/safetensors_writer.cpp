@@ -12,7 +12,8 @@ Status SafetensorsWriter::add(const std::string& name, DType dtype, const Shape&
   if (name == "__metadata__") return make_error("safetensors writer: '__metadata__' is not a tensor name");
   if (tensors_.count(name)) return make_error("safetensors writer: tensor '" + name + "' added twice");
   for (int64_t d : shape)
-    if (d < 0) return make_error("safetensors writer: tensor '" + name + "' has negative shape " + shape_str(shape));
+    if (d < 0)
+      return make_error("safetensors writer: tensor '" + name + "' has negative shape " + shape_str(shape));
   size_t n = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   Item item{dtype, shape, std::vector<uint8_t>(n)};
   if (n) std::memcpy(item.bytes.data(), data, n);
@@ -32,7 +33,8 @@ std::vector<uint8_t> SafetensorsWriter::serialize() const {
   for (const auto* kv : order) {
     const Item& it = kv->second;
     uint64_t end = offset + it.bytes.size();
-    header[kv->first] = {{"dtype", std::string(dtype_name(it.dtype))}, {"shape", it.shape}, {"data_offsets", {offset, end}}};
+    header[kv->first] = {
+        {"dtype", std::string(dtype_name(it.dtype))}, {"shape", it.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string text = header.dump();

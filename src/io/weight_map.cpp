@@ -84,7 +84,8 @@ Expected<WeightMap> WeightMap::open(const std::string& checkpoint_dir) {
     return wm;
   }
   if (!is_file(index_path))
-    return make_error(checkpoint_dir + ": no model.safetensors or " + kIndexName + " (tensorfold reads safetensors only)");
+    return make_error(checkpoint_dir + ": no model.safetensors or " + kIndexName +
+                      " (tensorfold reads safetensors only)");
 
   TF_ASSIGN(nlohmann::json index, read_json_file(index_path));
   auto fail = [&](const std::string& msg) { return make_error(std::string(kIndexName) + ": " + msg); };
@@ -97,15 +98,16 @@ Expected<WeightMap> WeightMap::open(const std::string& checkpoint_dir) {
     if (!it->is_string()) return fail("weight_map maps tensor '" + it.key() + "' to a non-string");
     const std::string& f = it->get_ref<const std::string&>();
     if (!safe_relative_name(f))
-      return fail("weight_map maps tensor '" + it.key() + "' to '" + f + "', which is not a file name inside the checkpoint");
+      return fail("weight_map maps tensor '" + it.key() + "' to '" + f +
+                  "', which is not a file name inside the checkpoint");
     by_file[f].insert(it.key());
   }
   if (by_file.empty()) return fail("weight_map is empty");
   for (const auto& [f, names] : by_file) {
     std::string path = checkpoint_dir + "/" + f;
     if (!is_file(path))
-      return fail("shard " + f + " (holding '" + *names.begin() + "' and " + std::to_string(names.size() - 1) +
-                  " other tensors) is not in " + checkpoint_dir);
+      return fail("shard " + f + " (holding '" + *names.begin() + "' and " +
+                  std::to_string(names.size() - 1) + " other tensors) is not in " + checkpoint_dir);
     TF_TRY(wm.add_file(path, &names));
   }
   // A shard may hold tensors the index does not list; Transformers loads them anyway, and so do
@@ -113,7 +115,9 @@ Expected<WeightMap> WeightMap::open(const std::string& checkpoint_dir) {
   size_t unlisted = 0;
   for (const auto& [name, ti] : wm.infos_)
     if (!wmap->contains(name)) ++unlisted;
-  if (unlisted) log_warn(std::string(kIndexName) + " does not list " + std::to_string(unlisted) + " tensors found in its shards");
+  if (unlisted)
+    log_warn(std::string(kIndexName) + " does not list " + std::to_string(unlisted) +
+             " tensors found in its shards");
   return wm;
 }
 
@@ -152,7 +156,8 @@ Expected<Tensor> WeightMap::get(const std::string& name, DType dtype, const Shap
   return get_any(name, {dtype}, shape);
 }
 
-Expected<Tensor> WeightMap::get_any(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape) {
+Expected<Tensor> WeightMap::get_any(const std::string& name, std::initializer_list<DType> dtypes,
+                                    const Shape& shape) {
   auto it = infos_.find(name);
   if (it == infos_.end())
     return make_error("checkpoint is missing tensor '" + name + "' (expected " + dtypes_str(dtypes) + " " +
@@ -162,8 +167,8 @@ Expected<Tensor> WeightMap::get_any(const std::string& name, std::initializer_li
     return make_error("tensor '" + name + "' has shape " + shape_str(ti.shape) + " but the config implies " +
                       shape_str(shape));
   if (std::find(dtypes.begin(), dtypes.end(), ti.dtype) == dtypes.end())
-    return make_error("tensor '" + name + "' is " + std::string(dtype_name(ti.dtype)) + " but " + dtypes_str(dtypes) +
-                      " was expected");
+    return make_error("tensor '" + name + "' is " + std::string(dtype_name(ti.dtype)) + " but " +
+                      dtypes_str(dtypes) + " was expected");
   return fetch(ti);
 }
 
@@ -180,8 +185,8 @@ std::vector<std::string> WeightMap::names() const {
 
 std::vector<std::string> WeightMap::names_with_prefix(const std::string& prefix) const {
   std::vector<std::string> out;
-  for (auto it = infos_.lower_bound(prefix); it != infos_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-       ++it)
+  for (auto it = infos_.lower_bound(prefix);
+       it != infos_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
     out.push_back(it->first);
   return out;
 }
@@ -207,11 +212,11 @@ Status WeightMap::check_all_used(const std::vector<std::pair<std::string, std::s
   }
   for (size_t i = 0; i < allowed.size(); ++i)
     if (allowed_count[i])
-      log_info("checkpoint: ignoring " + std::to_string(allowed_count[i]) + " tensors under '" + allowed[i].first +
-               "': " + allowed[i].second);
+      log_info("checkpoint: ignoring " + std::to_string(allowed_count[i]) + " tensors under '" +
+               allowed[i].first + "': " + allowed[i].second);
   if (bad.empty()) return {};
-  std::string msg = "checkpoint has " + std::to_string(bad.size()) + " tensor" + (bad.size() == 1 ? "" : "s") +
-                    " the model does not use: ";
+  std::string msg = "checkpoint has " + std::to_string(bad.size()) + " tensor" +
+                    (bad.size() == 1 ? "" : "s") + " the model does not use: ";
   for (size_t i = 0; i < bad.size() && i < 5; ++i) msg += (i ? ", '" : "'") + bad[i] + "'";
   if (bad.size() > 5) msg += ", and " + std::to_string(bad.size() - 5) + " more";
   return make_error(msg);
@@ -227,7 +232,8 @@ DType WeightMap::dominant_dtype() const {
   std::map<DType, size_t> bytes;
   for (const auto& kv : infos_) {
     DType d = kv.second.dtype;
-    if (d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::F64) bytes[d] += kv.second.nbytes;
+    if (d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::F64)
+      bytes[d] += kv.second.nbytes;
   }
   DType best = DType::F32;
   size_t best_bytes = 0;

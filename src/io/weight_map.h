@@ -57,14 +57,15 @@ class WeightMap {
   void mark_used(const std::string& name);
   bool is_used(const std::string& name) const { return used_.count(name) != 0; }
 
-  std::vector<std::string> names() const;                                    // sorted
+  std::vector<std::string> names() const;                                       // sorted
   std::vector<std::string> names_with_prefix(const std::string& prefix) const;  // sorted
-  std::vector<std::string> unused() const;                                   // sorted
+  std::vector<std::string> unused() const;                                      // sorted
 
   // Error if any tensor was never fetched, unless its name starts with one of the allowed prefixes
   // (prefix -> reason; each allowance that matched is logged with its reason and count). The message
   // lists up to 5 unused names and the count.
-  Status check_all_used(const std::vector<std::pair<std::string, std::string>>& allowed_unused_prefixes) const;
+  Status check_all_used(
+      const std::vector<std::pair<std::string, std::string>>& allowed_unused_prefixes) const;
 
   size_t size() const { return infos_.size(); }
   size_t total_bytes() const;

@@ -28,8 +28,10 @@ class EnvGuard {
   }
   ~EnvGuard() {
     for (auto& [name, old] : saved_) {
-      if (old) ::setenv(name.c_str(), old->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
 
@@ -132,7 +134,8 @@ TEST(Checkpoint, MissingRepoSaysWhereItLooked) {
   auto dir = resolve_checkpoint_dir("org/missing-model");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.error().message, "cannot find checkpoint 'org/missing-model': no such directory, and no " +
-                                     tmp.path() + "/models--org--missing-model in the Hugging Face cache (set "
+                                     tmp.path() +
+                                     "/models--org--missing-model in the Hugging Face cache (set "
                                      "HF_HOME or HF_HUB_CACHE, or pass a directory; nothing is downloaded)");
   EXPECT_EQ(resolve_checkpoint_dir("/no/such/dir").error().message,
             "cannot find checkpoint '/no/such/dir': no such directory");
@@ -149,8 +152,10 @@ TEST(Checkpoint, BrokenCacheEntries) {
   write_file(repo + "/refs/main", "ffffffffffffffffffffffffffffffffffffffff");
   auto dir = resolve_checkpoint_dir("org/m");
   ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.error().message, "checkpoint 'org/m': " + repo + "/refs/main names revision "
-                                     "ffffffffffffffffffffffffffffffffffffffff, but " + repo +
+  EXPECT_EQ(dir.error().message, "checkpoint 'org/m': " + repo +
+                                     "/refs/main names revision "
+                                     "ffffffffffffffffffffffffffffffffffffffff, but " +
+                                     repo +
                                      "/snapshots/ffffffffffffffffffffffffffffffffffffffff does not exist "
                                      "(incomplete download?)");
 
@@ -159,8 +164,9 @@ TEST(Checkpoint, BrokenCacheEntries) {
   EXPECT_EQ(*resolve_checkpoint_dir("org/m"), repo + "/snapshots/" + kRev);
   auto bad_rev = resolve_checkpoint_dir("org/m@v9");
   ASSERT_FALSE(bad_rev.ok());
-  EXPECT_EQ(bad_rev.error().message, "cannot find checkpoint 'org/m@v9': looked for " + repo + "/refs/v9 and " +
-                                         repo + "/snapshots/v9; the cache has 1 snapshot (" + kRev + ")");
+  EXPECT_EQ(bad_rev.error().message, "cannot find checkpoint 'org/m@v9': looked for " + repo +
+                                         "/refs/v9 and " + repo +
+                                         "/snapshots/v9; the cache has 1 snapshot (" + kRev + ")");
 
   // A symlink into blobs/ whose blob is gone.
   fs::remove(repo + "/blobs/aaa1");
@@ -182,7 +188,8 @@ TEST(Checkpoint, PlainDirectoryAndItsRefusals) {
   write_file(d + "/config.json", R"({"model_type": "qwen3"})");
   ck = open_checkpoint(d);
   ASSERT_FALSE(ck.ok());
-  EXPECT_EQ(ck.error().message, d + ": no model.safetensors or model.safetensors.index.json (tensorfold reads safetensors only)");
+  EXPECT_EQ(ck.error().message,
+            d + ": no model.safetensors or model.safetensors.index.json (tensorfold reads safetensors only)");
 
   SafetensorsWriter w;
   uint8_t b = 1;

@@ -86,7 +86,8 @@ TEST(GoldenCheckpoints, WeightMapMatchesHeaders) {
       auto got = wm.get(name, ti->dtype, t.shape);
       ASSERT_TRUE(got.ok()) << got.error().message;
       EXPECT_EQ(got->nbytes(), t.nbytes);
-      if (t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16" || t.dtype == "F64") float_bytes[t.dtype] += t.nbytes;
+      if (t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16" || t.dtype == "F64")
+        float_bytes[t.dtype] += t.nbytes;
     }
     auto most = std::max_element(float_bytes.begin(), float_bytes.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });

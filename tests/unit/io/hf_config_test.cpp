@@ -119,10 +119,12 @@ TEST(HfConfig, LoadRefusesMalformedFiles) {
   write_file(dir / "config.json", "{\"a\": 1,}");
   auto c = JsonConfig::load(dir / "config.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().message.rfind("config.json: not valid JSON: parse error at line 1", 0), 0u) << c.error().message;
+  EXPECT_EQ(c.error().message.rfind("config.json: not valid JSON: parse error at line 1", 0), 0u)
+      << c.error().message;
   EXPECT_EQ(c.error().message.find('\n'), std::string::npos);
   write_file(dir / "config.json", "[1]");
-  EXPECT_EQ(JsonConfig::load(dir / "config.json").error().message, "config.json: must hold a JSON object, got [1]");
+  EXPECT_EQ(JsonConfig::load(dir / "config.json").error().message,
+            "config.json: must hold a JSON object, got [1]");
   auto missing = JsonConfig::load(dir / "nope.json");
   EXPECT_EQ(missing.error().message, dir / "nope.json" + ": cannot read: No such file or directory");
 }
@@ -142,7 +144,8 @@ TEST(HfConfig, LoadsCompanionFiles) {
   write_file(dir / "generation_config.json", R"({"eos_token_id": [151645, 151643], "do_sample": false})");
   write_file(dir / "tokenizer_config.json", R"({"eos_token": "<|im_end|>", "bos_token": null})");
   write_file(dir / "preprocessor_config.json", R"({"patch_size": 14, "size": {"longest_edge": 1540}})");
-  write_file(dir / "processor_config.json", R"({"processor_class": "LightOnOcrProcessor", "patch_size": 14})");
+  write_file(dir / "processor_config.json",
+             R"({"processor_class": "LightOnOcrProcessor", "patch_size": 14})");
   auto all = load_hf_configs(dir.path());
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(*all->generation_config->get_ids("eos_token_id"), (std::vector<int64_t>{151645, 151643}));
@@ -154,8 +157,9 @@ TEST(HfConfig, LoadsCompanionFiles) {
   EXPECT_EQ(*all->image_processor_config->object("size")->get_int("longest_edge"), 1540);
 
   // A nested image_processor wins, as in Transformers' get_image_processor_dict.
-  write_file(dir / "processor_config.json",
-             R"({"processor_class": "LightOnOcrProcessor", "image_processor": {"patch_size": 16, "size": {"longest_edge": 1024}}})");
+  write_file(
+      dir / "processor_config.json",
+      R"({"processor_class": "LightOnOcrProcessor", "image_processor": {"patch_size": 16, "size": {"longest_edge": 1024}}})");
   auto nested = load_hf_configs(dir.path());
   ASSERT_TRUE(nested.ok()) << nested.error().message;
   EXPECT_EQ(nested->image_processor_config->path(), "image_processor");

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "io_test_util.h"
 #include "io/safetensors_writer.h"
+#include "io_test_util.h"
 
 namespace tf {
 namespace {
@@ -96,15 +96,18 @@ TEST(Safetensors, RefusesTruncatedFile) {
   testing::write_file(path, std::string("\x10\x00\x00", 3));
   auto f = SafetensorsFile::open(path);
   ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.error().message, "model.safetensors: file is 3 bytes, too short to hold the 8-byte header length (truncated?)");
-  EXPECT_EQ(refusal(std::vector<uint8_t>{}), "model.safetensors: file is 0 bytes, too short to hold the 8-byte header length (truncated?)");
+  EXPECT_EQ(f.error().message,
+            "model.safetensors: file is 3 bytes, too short to hold the 8-byte header length (truncated?)");
+  EXPECT_EQ(refusal(std::vector<uint8_t>{}),
+            "model.safetensors: file is 0 bytes, too short to hold the 8-byte header length (truncated?)");
 }
 
 TEST(Safetensors, RefusesFileTruncatedInsideData) {
   std::string header = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
-  EXPECT_EQ(refusal(header, 12),
-            "model.safetensors: tensor 'a' data_offsets [0, 16] run past the end of the data section (12 bytes; "
-            "truncated file?)");
+  EXPECT_EQ(
+      refusal(header, 12),
+      "model.safetensors: tensor 'a' data_offsets [0, 16] run past the end of the data section (12 bytes; "
+      "truncated file?)");
 }
 
 TEST(Safetensors, RefusesHeaderLengthPastEof) {
@@ -117,14 +120,16 @@ TEST(Safetensors, RefusesHeaderLengthPastEof) {
 TEST(Safetensors, RefusesHugeHeaderLength) {
   auto bytes = raw_safetensors("{}", {}, 200'000'000);
   EXPECT_EQ(refusal(bytes),
-            "model.safetensors: header length 200000000 exceeds the limit of 100000000 bytes (not a safetensors file?)");
+            "model.safetensors: header length 200000000 exceeds the limit of 100000000 bytes (not a "
+            "safetensors file?)");
   bytes = raw_safetensors("{}", {}, UINT64_MAX - 1);
   EXPECT_NE(refusal(bytes).find("exceeds the limit"), std::string::npos);
 }
 
 TEST(Safetensors, RefusesHeaderNotJson) {
   std::string msg = refusal("{not json at all}", 0);
-  EXPECT_EQ(msg.rfind("model.safetensors: header is not valid JSON: parse error at line 1, column 3", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("model.safetensors: header is not valid JSON: parse error at line 1, column 3", 0), 0u)
+      << msg;
   msg = refusal(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 4);  // unterminated
   EXPECT_EQ(msg.rfind("model.safetensors: header is not valid JSON", 0), 0u) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos);  // one line
@@ -144,17 +149,21 @@ TEST(Safetensors, AcceptsTrailingSpacePadding) {
 }
 
 TEST(Safetensors, RefusesOffsetsOutOfRange) {
-  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 12),
-            "model.safetensors: tensor 'x' data_offsets [8, 16] run past the end of the data section (12 bytes; "
-            "truncated file?)");
+  EXPECT_EQ(
+      refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 12),
+      "model.safetensors: tensor 'x' data_offsets [8, 16] run past the end of the data section (12 bytes; "
+      "truncated file?)");
   EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[9,4]}})", 12),
             "model.safetensors: tensor 'x' data_offsets [9, 4] end before they begin");
   EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 12),
-            "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got [-8,0]");
-  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 12),
-            "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got [0]");
+            "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got "
+            "[-8,0]");
+  EXPECT_EQ(
+      refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 12),
+      "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got [0]");
   EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0, 8.0]}})", 12),
-            "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got [0,8.0]");
+            "model.safetensors: tensor 'x' data_offsets must be two non-negative integers [begin, end], got "
+            "[0,8.0]");
   // Larger than any uint64: nlohmann reads it as a float, which is refused.
   EXPECT_NE(refusal(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0, 99999999999999999999999]}})", 12)
                 .find("must be two non-negative integers"),
@@ -192,11 +201,13 @@ TEST(Safetensors, RefusesOverlap) {
 
 TEST(Safetensors, RefusesUnknownDtype) {
   EXPECT_EQ(refusal(R"({"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2),
-            "model.safetensors: tensor 'w' has dtype F8_E4M3, which tensorfold does not support (supported: F64, F32, "
+            "model.safetensors: tensor 'w' has dtype F8_E4M3, which tensorfold does not support (supported: "
+            "F64, F32, "
             "F16, BF16, I64, I32, I16, U16, I8, U8, BOOL)");
   EXPECT_EQ(refusal(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,2]}})", 2),
             "model.safetensors: tensor 'w' dtype must be a string, got 7");
-  EXPECT_EQ(refusal(R"({"w":{"shape":[2],"data_offsets":[0,2]}})", 2), "model.safetensors: tensor 'w' has no dtype");
+  EXPECT_EQ(refusal(R"({"w":{"shape":[2],"data_offsets":[0,2]}})", 2),
+            "model.safetensors: tensor 'w' has no dtype");
 }
 
 TEST(Safetensors, AcceptsEveryKnownDtype) {
@@ -231,9 +242,12 @@ TEST(Safetensors, RefusesBadShape) {
   EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":"2","data_offsets":[0,8]}})", 8),
             "model.safetensors: tensor 'x' shape must be a list of non-negative integers, got \"2\"");
   EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", 8),
-            "model.safetensors: tensor 'x' shape must be a list of non-negative integers, got [18446744073709551615]");
-  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","data_offsets":[0,8]}})", 8), "model.safetensors: tensor 'x' has no shape");
-  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2]}})", 8), "model.safetensors: tensor 'x' has no data_offsets");
+            "model.safetensors: tensor 'x' shape must be a list of non-negative integers, got "
+            "[18446744073709551615]");
+  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","data_offsets":[0,8]}})", 8),
+            "model.safetensors: tensor 'x' has no shape");
+  EXPECT_EQ(refusal(R"({"x":{"dtype":"F32","shape":[2]}})", 8),
+            "model.safetensors: tensor 'x' has no data_offsets");
   EXPECT_EQ(refusal(R"({"x":[1,2]})", 8), "model.safetensors: tensor 'x' must be a JSON object, got [1,2]");
 }
 

@@ -40,8 +40,9 @@ TEST(WeightMap, GetReturnsMappedBytes) {
   auto wm = WeightMap::open(dir.path());
   ASSERT_TRUE(wm.ok()) << wm.error().message;
   EXPECT_EQ(wm->size(), 4u);
-  EXPECT_EQ(wm->names(), (std::vector<std::string>{"model.layers.0.k_proj.weight", "model.layers.0.q_proj.weight",
-                                                   "model.norm.weight", "model.position_ids"}));
+  EXPECT_EQ(wm->names(),
+            (std::vector<std::string>{"model.layers.0.k_proj.weight", "model.layers.0.q_proj.weight",
+                                      "model.norm.weight", "model.position_ids"}));
   EXPECT_EQ(wm->names_with_prefix("model.layers.0."),
             (std::vector<std::string>{"model.layers.0.k_proj.weight", "model.layers.0.q_proj.weight"}));
   EXPECT_TRUE(wm->has("model.norm.weight"));
@@ -76,10 +77,12 @@ TEST(WeightMap, RefusesMissingWrongShapeWrongDtype) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "checkpoint is missing tensor 'lm_head.weight' (expected BF16 [64, 32])");
   r = wm->get_any("lm_head.weight", {DType::F32, DType::BF16}, {64, 32});
-  EXPECT_EQ(r.error().message, "checkpoint is missing tensor 'lm_head.weight' (expected F32 or BF16 [64, 32])");
+  EXPECT_EQ(r.error().message,
+            "checkpoint is missing tensor 'lm_head.weight' (expected F32 or BF16 [64, 32])");
   r = wm->get("model.layers.0.q_proj.weight", DType::BF16, {32, 64});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "tensor 'model.layers.0.q_proj.weight' has shape [64, 32] but the config implies [32, 64]");
+  EXPECT_EQ(r.error().message,
+            "tensor 'model.layers.0.q_proj.weight' has shape [64, 32] but the config implies [32, 64]");
   r = wm->get("model.layers.0.q_proj.weight", DType::F16, {64, 32});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "tensor 'model.layers.0.q_proj.weight' is BF16 but F16 was expected");
@@ -148,7 +151,8 @@ TEST(WeightMap, RefusesDirectoryWithoutWeights) {
   auto wm = WeightMap::open(dir.path());
   ASSERT_FALSE(wm.ok());
   EXPECT_EQ(wm.error().message,
-            dir.path() + ": no model.safetensors or model.safetensors.index.json (tensorfold reads safetensors only)");
+            dir.path() +
+                ": no model.safetensors or model.safetensors.index.json (tensorfold reads safetensors only)");
 }
 
 TEST(WeightMap, PropagatesHeaderErrors) {
@@ -158,7 +162,8 @@ TEST(WeightMap, PropagatesHeaderErrors) {
                                       testing::iota_bytes(12)));
   auto wm = WeightMap::open(dir.path());
   ASSERT_FALSE(wm.ok());
-  EXPECT_EQ(wm.error().message, "model.safetensors: tensor 'x' data_offsets [0, 12] hold 12 bytes but BF16 [2, 4] needs 16");
+  EXPECT_EQ(wm.error().message,
+            "model.safetensors: tensor 'x' data_offsets [0, 12] hold 12 bytes but BF16 [2, 4] needs 16");
 }
 
 // Two shards and an index.
@@ -200,8 +205,10 @@ TEST(WeightMap, ShardedIndexPointingToMissingFile) {
     "head.w":"model-00003-of-00003.safetensors"}})");
   auto wm = WeightMap::open(dir.path());
   ASSERT_FALSE(wm.ok());
-  EXPECT_EQ(wm.error().message, "model.safetensors.index.json: shard model-00003-of-00003.safetensors (holding "
-                                "'head.w' and 0 other tensors) is not in " + dir.path());
+  EXPECT_EQ(wm.error().message,
+            "model.safetensors.index.json: shard model-00003-of-00003.safetensors (holding "
+            "'head.w' and 0 other tensors) is not in " +
+                dir.path());
 }
 
 TEST(WeightMap, ShardedIndexPointingToShardWithoutTheTensor) {
@@ -210,16 +217,18 @@ TEST(WeightMap, ShardedIndexPointingToShardWithoutTheTensor) {
     "head.w":"model-00001-of-00002.safetensors", "layer.1.w":"model-00001-of-00002.safetensors"}})");
   auto wm = WeightMap::open(dir.path());
   ASSERT_FALSE(wm.ok());
-  EXPECT_EQ(wm.error().message, "model.safetensors.index.json maps tensor 'head.w' to "
-                                "model-00001-of-00002.safetensors, which does not contain it");
+  EXPECT_EQ(wm.error().message,
+            "model.safetensors.index.json maps tensor 'head.w' to "
+            "model-00001-of-00002.safetensors, which does not contain it");
 }
 
 TEST(WeightMap, ShardedIndexRefusals) {
   TempDir dir;
   write_sharded(dir.path(), R"({"weight_map":{"layer.0.w":"../model-00001-of-00002.safetensors"}})");
   auto wm = WeightMap::open(dir.path());
-  EXPECT_EQ(wm.error().message, "model.safetensors.index.json: weight_map maps tensor 'layer.0.w' to "
-                                "'../model-00001-of-00002.safetensors', which is not a file name inside the checkpoint");
+  EXPECT_EQ(wm.error().message,
+            "model.safetensors.index.json: weight_map maps tensor 'layer.0.w' to "
+            "'../model-00001-of-00002.safetensors', which is not a file name inside the checkpoint");
   write_file(dir / "model.safetensors.index.json", R"({"metadata":{}})");
   EXPECT_EQ(WeightMap::open(dir.path()).error().message, "model.safetensors.index.json: has no weight_map");
   write_file(dir / "model.safetensors.index.json", R"({"weight_map":{"a":3}})");
