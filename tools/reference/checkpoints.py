@@ -189,6 +189,9 @@ def write_checkpoint(family, size, out, config_path=None, seed=SEED, dtype="bf16
         model = build_model(cfg, seed, device="cpu", dtype=torch.float32)
         touched = jitter_constant_params(model, seed)
     model = model.to(tdtype)
+    for sub in ("text_config", "vision_config"):  # keep sub-config dtypes consistent with the saved weights
+        if hasattr(model.config, sub):
+            getattr(model.config, sub).dtype = tdtype
     n_params = sum(p.numel() for p in model.parameters())  # tied weights are one Parameter, counted once
     n_vision = sum(p.numel() for n, p in model.named_parameters() if ".visual." in n or "vision_" in n)
     model.save_pretrained(out)

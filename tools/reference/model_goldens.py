@@ -206,6 +206,8 @@ def write_golden(ckpt, out_dir, images_dir, subset=None, device="cpu", command=N
             "messages": [{**m, "content": [{k: (os.path.basename(v) if k == "path" else v) for k, v in c.items()}
                                            for c in m["content"]] if isinstance(m["content"], list) else m["content"]}
                          for m in msgs],
+            "images": [os.path.basename(c["path"]) for m in msgs if isinstance(m["content"], list)
+                       for c in m["content"] if c.get("type") == "image"],
             "template_kwargs": kw, "prompt_text": text, "input_ids": inputs["input_ids"][0].tolist(),
             "n_image_tokens_total": n_img, "image_token_id": image_id, **img_info,
             "mm_token_type_ids": inputs["mm_token_type_ids"][0].tolist() if "mm_token_type_ids" in inputs else None,

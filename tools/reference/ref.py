@@ -13,6 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from common import HERE, SEED, deterministic, sha256_file, sources, write_json  # noqa: E402
 
+# images the model goldens feed (processor/<family>_tiny stores their resized uint8 pixels)
+TINY_IMAGES_PIXTRAL = ["page_1583x2048.png", "page_1540x1190.png", "rgba_alpha.png", "jpeg_exif6.jpg"]
+TINY_IMAGES_QWEN = ["page_1583x2048.png", "photo_noise.png", "webp_lossless.webp", "palette_P.png"]
 MINE = ("ckpt", "images", "model", "processor", "resize")  # tests/golden/text* and templates belong to text_goldens.py
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")
@@ -55,6 +58,10 @@ def build_all(root, only=None):
     for fam in ("pixtral", "qwen3_5"):
         processor_goldens.write_processor_goldens("qwen3_5" if fam == "qwen3_5" else "lighton_ocr", img_dir,
                                                   os.path.join(root, "processor", fam))
+    for fam, files in (("pixtral", TINY_IMAGES_PIXTRAL), ("qwen3_5", TINY_IMAGES_QWEN)):
+        processor_goldens.write_processor_goldens("qwen3_5" if fam == "qwen3_5" else "lighton_ocr", img_dir,
+                                                  os.path.join(root, "processor", fam + "_tiny"), tiny=True,
+                                                  only=files)
     processor_goldens.write_resize_goldens(os.path.join(root, "resize"))
     summaries = {}
     for name, (fam, dt, untied, subset) in TINY.items():
@@ -103,7 +110,8 @@ def main():
     p.add_argument("--init-scale", type=float); p.add_argument("out")
     p = sp.add_parser("images"); p.add_argument("out")
     p = sp.add_parser("processor"); p.add_argument("--family", required=True, choices=["lighton_ocr", "mistral3", "qwen3_5"])
-    p.add_argument("--images", default=os.path.join(GOLDEN, "images")); p.add_argument("out")
+    p.add_argument("--images", default=os.path.join(GOLDEN, "images")); p.add_argument("--tiny", action="store_true")
+    p.add_argument("--only", nargs="*"); p.add_argument("out")
     p = sp.add_parser("resize"); p.add_argument("out")
     p = sp.add_parser("golden"); p.add_argument("ckpt"); p.add_argument("out")
     p.add_argument("--images", default=os.path.join(GOLDEN, "images")); p.add_argument("--subset", nargs="*")
@@ -118,7 +126,7 @@ def main():
         images.write_images(a.out)
     elif a.cmd == "processor":
         import processor_goldens
-        processor_goldens.write_processor_goldens(a.family, a.images, a.out)
+        processor_goldens.write_processor_goldens(a.family, a.images, a.out, a.tiny, a.only)
     elif a.cmd == "resize":
         import processor_goldens
         processor_goldens.write_resize_goldens(a.out)

@@ -151,12 +151,7 @@ EN_WORDS = ("the of and to in is you that it he was for on are as with his they 
 
 
 def _pick_new(rng, cls, n):
-    ranges = NEW_SINCE_14[cls]
-    out = []
-    for _ in range(n):
-        a, b = rng.choice(ranges)
-        out.append(chr(rng.randint(a, b)))
-    return "".join(out)
+    return "".join(chr(rng.randint(*rng.choice(NEW_SINCE_14[cls]))) for _ in range(n))
 
 
 def _word(rng, chars, lo=1, hi=10):
@@ -533,14 +528,23 @@ def make_cases():
 # ----------------------------------------------------------------------------------------------------------------
 # Goldens (GPU machine).
 
+ALIASES = {}  # golden tokenizer name -> other checkpoint dirs with byte-identical tokenizer files
+
+
 def _tokenizer_dirs():
     """[(name, dir, family)]: the real Qwen3 tokenizer, then every tiny oracle tokenizer."""
-    out = [("qwen3", QWEN3_DIR, "qwen3")]
+    out, seen = [("qwen3", QWEN3_DIR, "qwen3")], {}
     if os.path.isdir(CKPT_DIR):
         for name in sorted(os.listdir(CKPT_DIR)):
             d = os.path.join(CKPT_DIR, name)
             if not os.path.isfile(os.path.join(d, "tokenizer.json")):
                 continue
+            key = tuple(sha256_file(os.path.join(d, f)) for f in ("tokenizer.json", "tokenizer_config.json")
+                        if os.path.isfile(os.path.join(d, f)))
+            if key in seen:  # checkpoints sharing identical tokenizer files get one golden (named by the first)
+                ALIASES.setdefault(seen[key], []).append(name)
+                continue
+            seen[key] = name
             family = "unknown"
             try:
                 with open(os.path.join(d, "config.json"), encoding="utf-8") as f:
@@ -565,6 +569,7 @@ def text_goldens(strings, out_dir, meta):
     from transformers import AutoTokenizer
     for name, d, family in _tokenizer_dirs():
         info = {"dir": os.path.relpath(d, ROOT), "family": family, "n_strings": len(strings),
+                "same_tokenizer_files": ALIASES.get(name, []),
                 "sha256": {f: sha256_file(os.path.join(d, f)) for f in sorted(os.listdir(d))
                            if f.startswith("tokenizer") or f.endswith(".jinja")}}
         meta["tokenizers"][name] = info
