@@ -1,0 +1,47 @@
+#include "models/lighton_ocr/model.h"
+
+namespace tf::lighton_ocr {
+
+Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weights, Backend& backend) {
+  TF_ASSIGN(Config cfg, parse_config(config));
+  const DType act = weights.dominant_dtype();
+  if (act != DType::BF16 && act != DType::F32)
+    return make_error("checkpoint weights are " + std::string(dtype_name(act)) +
+                      "; tensorfold serves LightOnOCR in BF16 or F32");
+  TF_ASSIGN(Weights w, load_weights(cfg, weights, backend, act));
+  ModelInfo info;
+  info.family = "lighton_ocr";
+  info.model_type = cfg.model_type;
+  info.dtype = act;
+  info.vocab_size = cfg.text.vocab_size;
+  info.hidden_size = cfg.text.hidden_size;
+  info.n_layers = cfg.text.num_hidden_layers;
+  info.n_kv_heads = cfg.text.num_key_value_heads;
+  info.head_dim = cfg.text.head_dim;
+  info.max_position_embeddings = cfg.text.max_position_embeddings;
+  info.image_token_id = cfg.image_token_id;
+  info.patch_size = cfg.vision.patch_size;
+  info.spatial_merge_size = cfg.spatial_merge_size;
+  info.eos_token_ids = cfg.eos_token_ids;
+  info.n_params = w.n_params;
+  info.weight_bytes = w.n_bytes;
+  return std::unique_ptr<Model>(new LightOnOcrModel(std::move(cfg), std::move(weights), std::move(w), backend, info));
+}
+
+int64_t LightOnOcrModel::n_image_tokens(int64_t height, int64_t width) const {
+  const int64_t p = cfg_.vision.patch_size * cfg_.spatial_merge_size;
+  return (height / p) * (width / p);
+}
+
+std::unique_ptr<SequenceCache> LightOnOcrModel::new_cache(int64_t capacity) {
+  auto c = std::make_unique<KvCache>();
+  c->capacity_ = capacity;
+  const Shape s{capacity, cfg_.text.num_key_value_heads, cfg_.text.head_dim};
+  for (int64_t i = 0; i < cfg_.text.num_hidden_layers; ++i) {
+    c->k.push_back(backend_.alloc(info_.dtype, s));
+    c->v.push_back(backend_.alloc(info_.dtype, s));
+  }
+  return c;
+}
+
+}  // namespace tf::lighton_ocr

@@ -1,0 +1,52 @@
+// LightOnOCR-1B family (LightOnOcrForConditionalGeneration / the published mistral3 checkpoints):
+// Pixtral vision tower -> RMSNorm + 2×2 patch merger + Linear-GELU-Linear projector -> Qwen3
+// decoder. vision.cpp and text.cpp hold the two halves.
+#pragma once
+#include <memory>
+
+#include "io/hf_config.h"
+#include "io/weight_map.h"
+#include "models/lighton_ocr/config.h"
+#include "models/lighton_ocr/weights.h"
+#include "models/model.h"
+
+namespace tf::lighton_ocr {
+
+// Per-sequence K/V: for each decoder layer k and v of [capacity, num_key_value_heads, head_dim].
+class KvCache final : public SequenceCache {
+ public:
+  int64_t capacity() const override { return capacity_; }
+  int64_t capacity_ = 0;
+  std::vector<DeviceBuffer> k, v;  // [n_layers] of [capacity, kv_heads, head_dim]
+};
+
+class LightOnOcrModel final : public Model {
+ public:
+  LightOnOcrModel(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
+      : cfg_(std::move(cfg)), wm_(std::move(wm)), w_(std::move(w)), backend_(backend), info_(std::move(info)) {}
+  const ModelInfo& info() const override { return info_; }
+  Backend& backend() override { return backend_; }
+  int64_t n_image_tokens(int64_t height, int64_t width) const override;
+  Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
+  std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
+  Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
+  void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
+  const Config& config() const { return cfg_; }
+
+ private:
+  // vision.cpp
+  DeviceBuffer vision_tower(const std::vector<ImageInput>& images, const std::vector<std::pair<int64_t, int64_t>>& grids);
+  DeviceBuffer projector(const Tensor& feats, const std::vector<std::pair<int64_t, int64_t>>& grids);
+
+  Config cfg_;
+  WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)
+  Weights w_;
+  Backend& backend_;
+  ModelInfo info_;
+  CaptureFn capture_;
+};
+
+// Registry entry for "lighton_ocr" and "mistral3".
+Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weights, Backend& backend);
+
+}  // namespace tf::lighton_ocr

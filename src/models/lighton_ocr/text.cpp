@@ -1,0 +1,120 @@
+// Qwen3 decoder over one sequence's rows with its KV cache, and the (tied) lm_head.
+// HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
+// Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; research/lighton_ocr.md §6.
+#include <cmath>
+
+#include "models/layers/rope.h"
+#include "models/layers/util.h"
+#include "models/lighton_ocr/model.h"
+
+namespace tf::lighton_ocr {
+
+Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCache& seq_cache) {
+  auto* cache = dynamic_cast<KvCache*>(&seq_cache);
+  if (!cache) return make_error("forward: the cache was not made by this model");
+  const TextConfig& t = cfg_.text;
+  const int64_t n = static_cast<int64_t>(batch.token_ids.size());
+  if (n == 0) return make_error("forward: empty batch");
+  if (batch.positions.size() != batch.token_ids.size())
+    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " + std::to_string(n) +
+                      " tokens");
+  std::vector<int32_t> image_rows;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
+    if (id < 0 || id >= t.vocab_size)
+      return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (pos < 0 || pos >= cache->capacity())
+      return make_error("forward: position " + std::to_string(pos) + " is outside the cache (capacity " +
+                        std::to_string(cache->capacity()) + ")");
+    if (id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
+  }
+  const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
+  if (n_img != static_cast<int64_t>(image_rows.size()))
+    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " + std::to_string(n_img) +
+                      " image embedding rows");
+  if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != t.hidden_size ||
+                             batch.image_embeds->dtype != info_.dtype))
+    return make_error("forward: image embeddings must be " + std::string(dtype_name(info_.dtype)) + " [n, " +
+                      std::to_string(t.hidden_size) + "]");
+  for (int32_t r : batch.logit_rows)
+    if (r < 0 || r >= n) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+
+  Backend& b = backend_;
+  const DType act = info_.dtype;
+  const int64_t hs = t.hidden_size, hd = t.head_dim, nh = t.num_attention_heads, nkv = t.num_key_value_heads;
+  const int64_t qd = nh * hd, kvd = nkv * hd, it = t.intermediate_size;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const std::string pre = "model.language_model";
+
+  DeviceBuffer ids = upload_i32(b, batch.token_ids);
+  DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the bf16 residual stream
+  b.embedding(ids, w_.embed_tokens, h);
+  capture(capture_, b, pre + ".embed_tokens", h);
+  if (n_img) {
+    DeviceBuffer rows = upload_i32(b, image_rows);
+    b.scatter_rows(*batch.image_embeds, rows, h);  // inputs_embeds.masked_scatter(image mask, features)
+  }
+
+  const std::vector<float> inv_freq = rope_inv_freq(hd, t.rope_theta);
+  DeviceBuffer angles = upload_new(b, rope_angles_1d(batch.positions, inv_freq));  // [n_rows, hd/2]
+  DeviceBuffer cos = b.alloc(act, {n, hd}), sin = b.alloc(act, {n, hd});
+  b.rope_cos_sin(angles, cos, sin);
+  std::vector<int32_t> ranges(static_cast<size_t>(2 * n));  // causal over this sequence's cache
+  for (int64_t i = 0; i < n; ++i) ranges[static_cast<size_t>(2 * i + 1)] = batch.positions[static_cast<size_t>(i)] + 1;
+  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
+  b.upload(dranges, ranges.data());
+  DeviceBuffer slots = upload_i32(b, batch.positions);
+  const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
+
+  DeviceBuffer xn = b.alloc(act, {n, hs}), q = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
+               v = b.alloc(act, {n, kvd}), attn = b.alloc(act, {n, qd}), o = b.alloc(act, {n, hs});
+  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  auto bias = [](const DeviceBuffer& d) { return d.empty() ? nullptr : &d.tensor(); };
+  for (size_t l = 0; l < w_.text_layers.size(); ++l) {
+    const TextLayerWeights& L = w_.text_layers[l];
+    const std::string name = pre + ".layers." + std::to_string(l);
+    b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kWeight, xn);
+    b.linear(xn, L.q_proj, bias(L.q_bias), q);
+    b.linear(xn, L.k_proj, bias(L.k_bias), k);
+    b.linear(xn, L.v_proj, bias(L.v_bias), v);
+    // q/k RMSNorm over head_dim, per head, before RoPE.
+    const Tensor qflat = q.tensor().reshaped({n * nh, hd}), kflat = k.tensor().reshaped({n * nkv, hd});
+    b.rms_norm(qflat, L.q_norm, eps, RmsNormKind::kWeight, qflat);
+    b.rms_norm(kflat, L.k_norm, eps, RmsNormKind::kWeight, kflat);
+    const Tensor qh = q.tensor().reshaped({n, nh, hd}), kh = k.tensor().reshaped({n, nkv, hd});
+    b.rope(qh, cos, sin, qh);
+    b.rope(kh, cos, sin, kh);
+    b.scatter_rows(kh, slots, cache->k[l]);
+    b.scatter_rows(v.tensor().reshaped({n, nkv, hd}), slots, cache->v[l]);
+    b.attention(qh, cache->k[l], cache->v[l], dranges, scale, attn.tensor().reshaped({n, nh, hd}));
+    b.linear(attn, L.o_proj, bias(L.o_bias), o);
+    capture(capture_, b, name + ".self_attn", o);
+    b.add(h, o, h);
+    b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, xn);
+    b.linear(xn, L.gate_proj, nullptr, gate);
+    b.linear(xn, L.up_proj, nullptr, up);
+    b.silu_mul(gate, up, gate);
+    b.linear(gate, L.down_proj, nullptr, o);
+    capture(capture_, b, name + ".mlp", o);
+    b.add(h, o, h);
+    capture(capture_, b, name, h);
+  }
+  b.rms_norm(h, w_.norm, eps, RmsNormKind::kWeight, xn);
+  capture(capture_, b, pre + ".norm", xn);
+
+  const int64_t m = static_cast<int64_t>(batch.logit_rows.size());
+  Buffer logits(DType::F32, {m, t.vocab_size});  // [n_logit_rows, vocab]
+  if (m == 0) return logits;
+  DeviceBuffer lrows = upload_i32(b, batch.logit_rows);
+  DeviceBuffer sel = b.alloc(act, {m, hs});
+  b.gather_rows(xn, lrows, sel);
+  DeviceBuffer lg = b.alloc(act, {m, t.vocab_size});
+  b.linear(sel, w_.lm_head_weight(), nullptr, lg);
+  capture(capture_, b, "lm_head", lg);
+  DeviceBuffer lf = b.alloc(DType::F32, {m, t.vocab_size});
+  b.cast(lg, lf);
+  b.download(lf, logits.data());
+  return logits;
+}
+
+}  // namespace tf::lighton_ocr

@@ -1,0 +1,86 @@
+// The interface the runtime sees for every model family. A family implements it in its own folder
+// and registers one line in registry.cpp. Models compute through a Backend& only.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+namespace tf {
+
+struct ModelInfo {
+  std::string family;      // "lighton_ocr"
+  std::string model_type;  // config.json's model_type ("lighton_ocr" or "mistral3")
+  DType dtype = DType::BF16;  // activation dtype = the checkpoint's dtype
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;  // decoder hidden size (rows of image embeddings have this width)
+  int64_t n_layers = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t image_token_id = -1;
+  int64_t patch_size = 0;          // vision patch size in pixels
+  int64_t spatial_merge_size = 1;  // image tokens per side = patches per side / this
+  std::vector<int64_t> eos_token_ids;  // from config.json (generation_config.json is the runtime's)
+  int64_t n_params = 0;
+  size_t weight_bytes = 0;
+};
+
+// One image as the family's processor produced it: pixel_values[C, H, W] f32 on the host, where
+// (height, width) is the processed size (multiples of patch_size). The tensor may be larger
+// (batch padding at the bottom/right); only the top-left height×width pixels are read.
+struct ImageInput {
+  Tensor pixel_values;  // [C, H_padded, W_padded] F32, host
+  int64_t height = 0;
+  int64_t width = 0;
+};
+
+// Per-sequence decoder state (K/V rows for every layer; recurrent state for hybrid families).
+class SequenceCache {
+ public:
+  virtual ~SequenceCache() = default;
+  virtual int64_t capacity() const = 0;  // positions [0, capacity) can be written
+};
+
+// A batch of rows from ONE sequence: a prefill chunk or one decode token. Row i has token
+// token_ids[i] at position positions[i]; its K/V go to cache slot positions[i]; it attends to
+// slots [0, positions[i]], which must already hold this sequence's earlier rows (or be rows of
+// this batch at lower positions).
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;  // [n_rows]
+  std::vector<int32_t> positions;  // [n_rows]
+  // Device [n_image_rows, hidden_size] in the model dtype: row j replaces the embedding of the
+  // j-th row (in batch order) whose token id is image_token_id. The count must match exactly.
+  // For a chunk that starts inside an image, pass the matching slice of encode_images' output.
+  const Tensor* image_embeds = nullptr;
+  std::vector<int32_t> logit_rows;  // batch rows that need logits, in the order wanted
+};
+
+// Receives named intermediates (HF module names, e.g. "model.language_model.layers.3") as host
+// tensors in the model dtype. Shapes are the engine's ([n_rows, ...]), not always HF's.
+using CaptureFn = std::function<void(const std::string& hf_module_name, const Tensor& host)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual Backend& backend() = 0;
+  // Image tokens the decoder gets for an image processed to height×width pixels.
+  virtual int64_t n_image_tokens(int64_t height, int64_t width) const = 0;
+  // Vision tower + projector over several images (each attends only to itself). Returns device
+  // [Σ n_image_tokens, hidden_size], images in order, tokens row-major over each merged grid.
+  virtual Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) = 0;
+  virtual std::unique_ptr<SequenceCache> new_cache(int64_t capacity) = 0;
+  // Returns host F32 logits [logit_rows.size(), vocab_size] (HF: bf16 lm_head output, .float()).
+  // Errors (nothing changed in the cache): bad ids/positions, image row count mismatch.
+  virtual Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) = 0;
+  // Null to switch capturing off.
+  virtual void set_capture(CaptureFn fn) = 0;
+};
+
+}  // namespace tf
