@@ -32,7 +32,12 @@ struct GenerationRequest {
   bool add_generation_prompt = true;
 
   SamplingParams sampling;
-  int64_t max_tokens = 0;  // 0: up to the context
+  // Which of `sampling`'s fields the request (or a serve flag such as --temperature) set. The
+  // engine fills the others from generation_config.json (HF defaults where that is silent).
+  struct SamplingGiven {
+    bool temperature = false, top_p = false, top_k = false, seed = false;
+  } sampling_given;
+  int64_t max_tokens = 0;  // 0: not given (the engine decides: up to the context)
   bool ignore_eos = false;
   std::vector<std::string> stop;
   bool logprobs = false;

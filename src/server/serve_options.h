@@ -1,0 +1,47 @@
+// Flags of `tensorfold serve`, parsed into one struct that the HTTP layer and the engine factory
+// both read. Parsing never exits: it returns an error line (the CLI prints it and exits 2).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tf {
+
+struct ServeOptions {
+  std::string checkpoint;  // CKPT: a checkpoint directory or an HF cache snapshot id
+  std::string backend = "cpu";
+  bool vision = false;
+  int64_t context = 0;  // 0: the model's max_position_embeddings
+  int parallel = 4;
+  bool no_thinking = false;
+  std::string name;  // served model name; empty: derived from the checkpoint (served_name())
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  // Request defaults applied where a request is silent (they beat generation_config.json).
+  std::optional<float> temperature;
+  std::optional<int64_t> max_tokens;
+  std::string api_key;  // empty: no authentication
+  int64_t max_body_mb = 64;
+  int64_t max_image_pixels = 89'478'485;  // PIL's MAX_IMAGE_PIXELS
+  std::string allowed_media_dir;          // empty: file:// image URLs are refused
+  int64_t cache_mb = 1024;                // prompt-cache budget
+  bool no_drafts = false;
+
+  // The name /v1/models lists and `model` must match: --name, else the checkpoint's last path
+  // component (trailing slashes ignored).
+  std::string served_name() const;
+};
+
+struct ServeArgs {
+  ServeOptions options;
+  bool help = false;  // --help / -h was given: print serve_help() and exit 0
+};
+
+// argv excludes the program and subcommand names: {"CKPT", "--port", "9000", ...}.
+Expected<ServeArgs> parse_serve_args(const std::vector<std::string>& args);
+std::string serve_help();
+
+}  // namespace tf
