@@ -21,7 +21,7 @@ ADDED_TOKENS = [
     ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False),
 ]
 
-BPE_VOCAB = 2000   # byte alphabet (256) + merges; added tokens follow at ids 2000..2025
+BPE_VOCAB = 2000   # upper bound for alphabet + merges (the fixed corpus yields ~1400); the 26 added tokens follow
 MODEL_VOCAB = 2048  # embedding rows (padded past the tokenizer, as the real checkpoints are)
 
 _ENGLISH = """The quick brown fox jumps over the lazy dog.
@@ -121,5 +121,5 @@ def token_ids(tok):
 
 
 def tokenizer_json_text(tok):
-    """Canonical tokenizer.json text (sorted keys would break HF's own layout; keep the library's pretty form)."""
+    """Canonical tokenizer.json text: the library's own key order, indent 2, UTF-8."""
     return json.dumps(json.loads(tok.to_str()), ensure_ascii=False, indent=2) + "\n"
