@@ -647,13 +647,14 @@ def template_goldens(cases, out_dir, meta):
     tpl_files = sorted(f for f in os.listdir(TPL_DIR) if f.endswith(".jinja"))
     meta["templates"] = {f: sha256_file(os.path.join(TPL_DIR, f)) for f in tpl_files}
     meta["renders"] = {}
-    context_probe = {}
+    context_probe, special_maps = {}, {}
     for name, d, family in _tokenizer_dirs():
         try:
             tok = AutoTokenizer.from_pretrained(d)
         except Exception as e:
             meta["renders"][name] = {"load_error": f"{type(e).__name__}: {e}"}
             continue
+        special_maps[name] = _jsonable(dict(tok.special_tokens_map))
         for tf in tpl_files:
             tname = tf[: -len(".jinja")].replace(".chat_template", "")
             if name != "qwen3" and not ((family == "qwen3_5" and tname.startswith("Qwen3.5"))
@@ -670,10 +671,10 @@ def template_goldens(cases, out_dir, meta):
                 try:
                     del seen[:]
                     text = tok.apply_chat_template(copy.deepcopy(case["messages"]), tokenize=False, **kw)
-                    if name == "qwen3" and tname not in context_probe and seen:
-                        context_probe[tname] = seen[-1]
-                    if case["name"] in ("tools_defs_only", "image_then_text", "documents_passed") and seen:
-                        context_probe[f"{tname}:{case['name']}"] = seen[-1]
+                    key = f"{tname}.{name}"
+                    if seen and (key not in context_probe or (key == "Qwen3.5.qwen3" and case["name"] in (
+                            "tools_defs_only", "image_then_text", "documents_passed", "extra_kwarg_ignored"))):
+                        context_probe[key if key not in context_probe else f"{key}:{case['name']}"] = seen[-1]
                     res["text"] = text
                     out = tok.apply_chat_template(copy.deepcopy(case["messages"]), tokenize=True, **kw)
                     if hasattr(out, "keys"):
@@ -693,7 +694,7 @@ def template_goldens(cases, out_dir, meta):
                        {"template": tf, "template_sha256": meta["templates"][tf], "tokenizer": name,
                         "results": results})
             meta["renders"][f"{tname}.{name}"] = stats
-    probe, env_sources = {}, {}
+    probe, env_sources = {"special_tokens_map": special_maps}, {}
     for key, call in context_probe.items():
         probe[key] = {"positional_args": len(call["args"]), "keys": sorted(call["kwargs"]),
                       "values": {k: _jsonable(v) for k, v in call["kwargs"].items()}}
