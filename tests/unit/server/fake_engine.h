@@ -84,14 +84,17 @@ class FakeEngine : public EngineApi {
  private:
   static bool sniff_ok(const std::vector<uint8_t>& b) {
     auto starts = [&](const char* magic, size_t n, size_t at = 0) {
-      return b.size() >= at + n && std::equal(magic, magic + n, b.begin() + static_cast<long>(at));
+      return b.size() >= at + n &&
+             std::equal(b.begin() + static_cast<long>(at), b.begin() + static_cast<long>(at + n),
+                        reinterpret_cast<const unsigned char*>(magic));
     };
     return starts("\x89PNG", 4) || starts("\xff\xd8\xff", 3) || (starts("RIFF", 4) && starts("WEBP", 4, 8));
   }
 
   void run(const GenerationRequest& r, RequestChannel& ch) {
     auto fail = [&](int status, std::string msg, std::string code) {
-      EngineEvent e{EngineEvent::Kind::Error};
+      EngineEvent e;
+      e.kind = EngineEvent::Kind::Error;
       e.http_status = status;
       e.message = std::move(msg);
       e.type = "invalid_request_error";
@@ -116,7 +119,8 @@ class FakeEngine : public EngineApi {
     auto cancelled = [&] {
       if (!r.cancelled->load()) return false;
       ++cancels_;
-      EngineEvent e{EngineEvent::Kind::Finished};
+      EngineEvent e;
+      e.kind = EngineEvent::Kind::Finished;
       e.finish_reason = "client-left";
       ch.push(std::move(e));
       return true;
@@ -126,7 +130,8 @@ class FakeEngine : public EngineApi {
       if (cancelled()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    EngineEvent started{EngineEvent::Kind::Started};
+    EngineEvent started;
+    started.kind = EngineEvent::Kind::Started;
     started.prompt_ids = prompt;
     ch.push(std::move(started));
     int64_t n = 0;
@@ -135,7 +140,8 @@ class FakeEngine : public EngineApi {
       if (n == max_tokens) break;
       if (cancelled()) return;
       if (token_delay.count()) std::this_thread::sleep_for(token_delay);
-      EngineEvent t{EngineEvent::Kind::Token};
+      EngineEvent t;
+      t.kind = EngineEvent::Kind::Token;
       t.token = c;
       pending += static_cast<char>(c);
       // Emit text only once it ends on a complete UTF-8 character, like the real detokenizer.
@@ -147,7 +153,8 @@ class FakeEngine : public EngineApi {
       ch.push(std::move(t));
       ++n;
     }
-    EngineEvent fin{EngineEvent::Kind::Finished};
+    EngineEvent fin;
+    fin.kind = EngineEvent::Kind::Finished;
     fin.finish_reason = n == max_tokens && n < static_cast<int64_t>(reply.size()) ? "length" : "stop";
     fin.usage.prompt_tokens = static_cast<int64_t>(prompt.size());
     fin.usage.completion_tokens = n;
