@@ -16,6 +16,9 @@ struct CodeRange {
 // sorted, disjoint. Generated into unicode_tables.cpp.
 std::span<const CodeRange> hf_class_ranges(char cls);
 bool in_ranges(std::span<const CodeRange> ranges, uint32_t cp);
+// Code points that utf8proc (Unicode 15) normalizes (combining class, decomposition or composition) but
+// that were assigned after Unicode 9.0, the version of HF's normalization tables: HF leaves them alone.
+std::span<const CodeRange> post_unicode9_normalization_ranges();
 
 // Index of the first byte that is not part of well-formed UTF-8, or s.size() when all of it is valid.
 size_t utf8_invalid_at(std::string_view s);

@@ -5,16 +5,57 @@ The JSON holds the exact membership of \\p{L}, \\p{N}, \\p{M} and \\s as HF toke
 Unicode 16) applies them, derived by probing npm tokenizers@0.23.2. Debian's PCRE2 has Unicode 14 tables,
 so the split regexes are rewritten to use these explicit ranges instead (see pretokenizer_regex.cpp).
 
+It also writes the code points that Debian's utf8proc (Unicode 15) treats as taking part in normalization
+(non-zero combining class, a decomposition, or a composition pair) but that were assigned after Unicode 9.0:
+HF's NFC/NFD/NFKC/NFKD come from the crate unicode-normalization-alignments 0.1.12, whose tables are Unicode
+9.0, so for HF those characters are inert starters. Character ages come from ICU (u_charAge); the generator
+compiles a small C helper against libicu-dev and libutf8proc-dev (needed only to regenerate, not to build).
+
 Usage: python3 src/text/unicode_tables_gen.py  (from the repository root)
 """
 import json
 import os
+import subprocess
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SRC = os.path.join(ROOT, "tests", "data", "hf_tokenizers_unicode_classes.json")
 DST = os.path.join(ROOT, "src", "text", "unicode_tables.cpp")
 
 NAMES = {"L": "kLetter", "N": "kNumber", "M": "kMark", "s": "kSpace"}
+
+AGE_HELPER = r"""
+#include <stdio.h>
+#include <unicode/uchar.h>
+#include <utf8proc.h>
+int main(void) {
+  for (UChar32 c = 0; c <= 0x10FFFF; ++c) {
+    UVersionInfo v;
+    u_charAge(c, v);
+    if (v[0] < 9 || (v[0] == 9 && v[1] == 0)) continue;  /* assigned in Unicode <= 9.0 */
+    const utf8proc_property_t* p = utf8proc_get_property(c);
+    if (p->combining_class != 0 || p->decomp_seqindex != UINT16_MAX || p->comb_index != UINT16_MAX)
+      printf("%d\n", (int)c);
+  }
+  return 0;
+}
+"""
+
+
+def post_unicode9_ranges():
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "age.c"), os.path.join(d, "age")
+        with open(src, "w") as f:
+            f.write(AGE_HELPER)
+        subprocess.check_call(["cc", "-O1", src, "-o", exe, "-licuuc", "-lutf8proc"])
+        cps = [int(x) for x in subprocess.check_output([exe]).split()]
+    ranges = []
+    for c in cps:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return ranges
 
 
 def main():
@@ -28,11 +69,12 @@ def main():
         "namespace tf::text {",
         "namespace {",
     ]
-    for key, name in NAMES.items():
-        ranges = data[key]
+    tables = {name: data[key] for key, name in NAMES.items()}
+    tables["kPostUnicode9Normalization"] = post_unicode9_ranges()
+    for name, ranges in tables.items():
         prev = -1
         for lo, hi in ranges:
-            assert lo <= hi and lo > prev, (key, lo, hi)
+            assert lo <= hi and lo > prev, (name, lo, hi)
             prev = hi
         out.append(f"constexpr CodeRange {name}[] = {{")
         line = "   "
@@ -56,6 +98,8 @@ def main():
         "    default: return {};",
         "  }",
         "}",
+        "",
+        "std::span<const CodeRange> post_unicode9_normalization_ranges() { return kPostUnicode9Normalization; }",
         "",
         "}  // namespace tf::text",
         "",
