@@ -1,5 +1,6 @@
 #include "text/chat_template.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -166,7 +167,19 @@ Expected<json> load_special_tokens_map(const std::string& checkpoint_dir) {
   TF_ASSIGN(json config, read_json(dir / "tokenizer_config.json", &has_config));
   TF_ASSIGN(json map, read_json(dir / "special_tokens_map.json", &has_map));
   json out = json::object();
-  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+  std::vector<std::string> keys = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+  // Named model-specific tokens (e.g. LightOnOCR's image_token) set at the top level of
+  // tokenizer_config.json are part of special_tokens_map too (seen in the oracle's hf_context.json).
+  if (has_config && config.is_object()) {
+    for (auto it = config.begin(); it != config.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.size() > 6 && k.compare(k.size() - 6, 6, "_token") == 0 && std::find(keys.begin(), keys.end(), k) == keys.end() &&
+          (it.value().is_string() || (it.value().is_object() && it.value().contains("content")))) {
+        keys.push_back(k);
+      }
+    }
+  }
+  for (const std::string& key : keys) {
     const json* v = nullptr;
     if (has_config && config.is_object() && config.contains(key)) v = &config[key];
     else if (has_map && map.is_object() && map.contains(key)) v = &map[key];

@@ -47,8 +47,9 @@ class ChatTemplate {
 Expected<std::string> load_chat_template_source(const std::string& checkpoint_dir);
 
 // special_tokens_map as Transformers builds it from tokenizer_config.json (bos, eos, unk, sep, pad,
-// cls, mask; AddedToken objects reduced to their "content"; null entries omitted), with
-// special_tokens_map.json filling attributes the config does not set.
+// cls, mask, then other top-level "*_token" string entries such as image_token; AddedToken objects
+// reduced to their "content"; null entries omitted), with special_tokens_map.json filling
+// attributes the config does not set.
 Expected<nlohmann::ordered_json> load_special_tokens_map(const std::string& checkpoint_dir);
 
 // Both of the above: the checkpoint's ChatTemplate.

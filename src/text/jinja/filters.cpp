@@ -268,9 +268,16 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, CallArgs
     return round_value(v, precision.as_int(), to_str(method));
   }
   if (name == "attr") {
-    const Value attr = r.get(0, "name");
+    const std::string attr = to_str(r.get(0, "name"));
     r.done(1);
-    return in.get_attr(v, to_str(attr));
+    // Python getattr only: unlike `x.name`, no fallback to x["name"].
+    if (v.kind == Value::Kind::Object) {
+      Value out;
+      if (v.obj->get(attr, out)) return out;
+      return Value::undefined("'" + v.obj->type_name() + " object' has no attribute '" + attr + "'");
+    }
+    if (v.is_undefined()) return Value::undefined("'" + attr + "' is undefined");
+    return get_method(in, v, attr);
   }
   if (name == "tojson") {
     const bool ensure_ascii = truthy(r.get(0, "ensure_ascii", Value::boolean(false)));

@@ -71,9 +71,7 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit, bool right
         while (i < u.size() && ustr::is_space(u[i])) ++i;
         if (i >= u.size()) break;
         if (maxsplit >= 0 && static_cast<int64_t>(words.size()) == maxsplit) {
-          size_t e = u.size();
-          while (e > i && ustr::is_space(u[e - 1])) --e;
-          words.emplace_back(i, e);
+          words.emplace_back(i, u.size());  // the remainder keeps its trailing whitespace
           break;
         }
         size_t j = i;
@@ -87,9 +85,7 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit, bool right
         while (i > 0 && ustr::is_space(u[i - 1])) --i;
         if (i == 0) break;
         if (maxsplit >= 0 && static_cast<int64_t>(words.size()) == maxsplit) {
-          size_t b = 0;
-          while (b < i && ustr::is_space(u[b])) ++b;
-          words.emplace_back(b, i);
+          words.emplace_back(0, i);  // the remainder keeps its leading whitespace
           break;
         }
         size_t j = i;

@@ -27,6 +27,7 @@ class Parser {
   const std::vector<Token>& t_;
   size_t p_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // break/continue are only valid directly inside a for body
   std::vector<std::set<std::string>*> macro_names_;
 
   struct DepthGuard {
@@ -180,6 +181,7 @@ class Parser {
       return s;
     }
     if (tag == "break" || tag == "continue") {
+      if (loop_depth_ == 0) fail("'" + tag + "' outside loop");
       advance();
       return make_stmt(tag == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, line);
     }
@@ -217,7 +219,9 @@ class Parser {
     s->expr = parse_tuple(false, {"recursive"}, false);
     if (skip_name("if")) s->cond = parse_expression(true);
     if (is_name("recursive")) fail("unsupported: recursive for loops");
+    ++loop_depth_;
     s->body = parse_statements({"endfor", "else"}, false);
+    --loop_depth_;
     const std::string tag = cur().text;
     advance();
     if (tag == "else") s->else_body = parse_statements({"endfor"}, true);
@@ -258,7 +262,10 @@ class Parser {
   void parse_macro_body(Stmt& s, const std::string& end) {
     std::set<std::string> names;
     macro_names_.push_back(&names);
+    const int saved_loop_depth = loop_depth_;
+    loop_depth_ = 0;
     s.body = parse_statements({end}, true);
+    loop_depth_ = saved_loop_depth;
     macro_names_.pop_back();
     s.uses_varargs = names.count("varargs") > 0;
     s.uses_kwargs = names.count("kwargs") > 0;
