@@ -15,3 +15,4 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
 bash "$(dirname "${BASH_SOURCE[0]}")/fetch_test_data.sh"
+bash "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/setup.sh"

@@ -227,6 +227,11 @@ TEST(Http, Metrics) {
   s.post("/v1/chat/completions", kChat);
   s.post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2})");
   s.post("/v1/chat/completions", "{");
+  // Responses are counted just after they are written, so the client may be a moment ahead.
+  ASSERT_TRUE(wait_for([&] {
+    return s.server->metrics().responses("/v1/chat/completions", 400) == 1 &&
+           s.server->metrics().responses("/v1/chat/completions", 200) == 2;
+  }));
   auto m = s.client().Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 200);
