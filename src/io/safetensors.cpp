@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
 
 namespace tf {
 namespace {
@@ -19,10 +19,6 @@ using json = nlohmann::json;
 // Legit headers nest three levels (root -> entry -> shape); anything far deeper is garbage, and
 // refusing it early bounds the parser's work on hostile input.
 constexpr int kMaxHeaderDepth = 16;
-
-struct HeaderAbort {
-  std::string message;
-};
 
 std::string base_name(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -38,43 +34,65 @@ std::string brief(const json& v) {
 
 std::string supported_dtypes() { return "F64, F32, F16, BF16, I64, I32, I16, U16, I8, U8, BOOL"; }
 
-// Parses the header, refusing duplicate keys: nlohmann keeps the last duplicate silently, which
-// would let a header describe one tensor twice and have us use whichever came last.
-Expected<json> parse_header_json(const char* begin, const char* end) {
-  std::vector<std::set<std::string>> open_objects;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    if (depth > kMaxHeaderDepth)
-      throw HeaderAbort{"header JSON nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels"};
-    switch (event) {
-      case json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        if (open_objects.empty()) break;
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.back().insert(key).second) {
-          if (open_objects.size() == 1) throw HeaderAbort{"header names tensor '" + key + "' twice"};
-          throw HeaderAbort{"header has the key '" + key + "' twice in one object"};
-        }
-        break;
-      }
-      default:
-        break;
-    }
+// Checks the header's JSON syntax, nesting depth and duplicate keys in one streaming pass.
+// nlohmann keeps the last duplicate silently, which would let a header describe one tensor twice
+// and have us use whichever came last. (A parser callback could do this during the DOM parse,
+// but nlohmann's callback parser rescans the parent object at every object end: quadratic in the
+// number of tensors.)
+class HeaderChecker : public json::json_sax_t {
+ public:
+  std::string problem;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    objects_.emplace_back();
+    return enter();
+  }
+  bool key(string_t& k) override {
+    if (objects_.back().insert(k).second) return true;
+    problem = objects_.size() == 1 ? "header names tensor '" + k + "' twice"
+                                   : "header has the key '" + k + "' twice in one object";
+    return false;
+  }
+  bool end_object() override {
+    objects_.pop_back();
+    --depth_;
     return true;
-  };
-  try {
-    return json::parse(begin, end, callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const HeaderAbort& a) {
-    return make_error(a.message);
-  } catch (const json::exception& e) {
+  }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
     std::string what = e.what();
     size_t close = what.find("] ");
     if (what.rfind("[json.exception.", 0) == 0 && close != std::string::npos) what = what.substr(close + 2);
-    return make_error("header is not valid JSON: " + what);
+    problem = "header is not valid JSON: " + what;
+    return false;
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ <= kMaxHeaderDepth) return true;
+    problem = "header JSON nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels";
+    return false;
+  }
+  std::vector<std::unordered_set<std::string>> objects_;
+  int depth_ = 0;
+};
+
+Expected<json> parse_header_json(const char* begin, const char* end) {
+  try {
+    HeaderChecker checker;
+    if (!json::sax_parse(begin, end, &checker)) return make_error(checker.problem);
+    return json::parse(begin, end);
   } catch (const std::exception& e) {
     return make_error(std::string("header could not be parsed: ") + e.what());
   }
@@ -147,9 +165,26 @@ Status parse_entry(const std::string& name, const json& v, uint64_t data_size, S
 
 }  // namespace
 
+std::string one_line(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 Expected<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<const void> owner, const uint8_t* bytes,
                                                  size_t size, std::string path, std::string label) {
-  auto fail = [&](const std::string& msg) { return make_error(label + ": " + msg); };
+  auto fail = [&](const std::string& msg) { return make_error(one_line(label + ": " + msg)); };
   if (size < 8)
     return fail("file is " + std::to_string(size) +
                 " bytes, too short to hold the 8-byte header length (truncated?)");

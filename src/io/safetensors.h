@@ -19,6 +19,9 @@
 
 namespace tf {
 
+// `s` with control characters written as \xNN, so a message quoting names from a file stays one line.
+std::string one_line(std::string_view s);
+
 // Header bigger than this is refused (the reference Rust implementation uses the same bound).
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
 

@@ -59,14 +59,15 @@ Status WeightMap::add_file(const std::string& path, const std::set<std::string>*
   for (const SafetensorsEntry& e : file->tensors()) {
     auto [it, inserted] = infos_.try_emplace(e.name);
     if (!inserted)
-      return make_error("tensor '" + e.name + "' appears in both " + it->second.file + " and " + fname);
+      return make_error(
+          one_line("tensor '" + e.name + "' appears in both " + it->second.file + " and " + fname));
     it->second = TensorInfo{e.name, e.dtype, e.shape, e.data, e.nbytes(), fname};
   }
   if (expected_names) {
     for (const std::string& name : *expected_names)
       if (!file->find(name))
-        return make_error(std::string(kIndexName) + " maps tensor '" + name + "' to " + fname +
-                          ", which does not contain it");
+        return make_error(one_line(std::string(kIndexName) + " maps tensor '" + name + "' to " + fname +
+                                   ", which does not contain it"));
   }
   file_paths_.push_back(path);
   files_.push_back(std::move(file));
@@ -88,7 +89,9 @@ Expected<WeightMap> WeightMap::open(const std::string& checkpoint_dir) {
                       " (tensorfold reads safetensors only)");
 
   TF_ASSIGN(nlohmann::json index, read_json_file(index_path));
-  auto fail = [&](const std::string& msg) { return make_error(std::string(kIndexName) + ": " + msg); };
+  auto fail = [&](const std::string& msg) {
+    return make_error(one_line(std::string(kIndexName) + ": " + msg));
+  };
   if (!index.is_object()) return fail("must hold a JSON object");
   auto wmap = index.find("weight_map");
   if (wmap == index.end()) return fail("has no weight_map");
@@ -219,7 +222,7 @@ Status WeightMap::check_all_used(const std::vector<std::pair<std::string, std::s
                     (bad.size() == 1 ? "" : "s") + " the model does not use: ";
   for (size_t i = 0; i < bad.size() && i < 5; ++i) msg += (i ? ", '" : "'") + bad[i] + "'";
   if (bad.size() > 5) msg += ", and " + std::to_string(bad.size() - 5) + " more";
-  return make_error(msg);
+  return make_error(one_line(msg));
 }
 
 size_t WeightMap::total_bytes() const {

@@ -276,5 +276,11 @@ TEST(Safetensors, RefusesDirectory) {
   EXPECT_EQ(f.error().message, dir.path() + ": not a regular file");
 }
 
+TEST(Safetensors, MessagesStayOnOneLine) {
+  EXPECT_EQ(refusal(R"({"a\nb":{"dtype":"F8","shape":[1],"data_offsets":[0,1]}})", 1).substr(0, 47),
+            "model.safetensors: tensor 'a\\x0ab' has dtype F8");
+  EXPECT_EQ(one_line("x\ty\x7f"), "x\\x09y\\x7f");
+}
+
 }  // namespace
 }  // namespace tf
