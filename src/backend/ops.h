@@ -168,6 +168,69 @@ class Backend {
   // top_k: logits[n, V] F32 -> values[n, k] F32 and indices[n, k] I32, sorted by value
   // descending, ties by lower index first.
   virtual void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) = 0;
+
+  // ---- Qwen3.5 ops (Gated DeltaNet, gated attention, Qwen vision) ------------------------------
+  // HF: models/qwen3_5/modeling_qwen3_5.py (torch paths; fla / causal-conv1d not installed).
+
+  // causal_conv1d_silu: depthwise causal conv1d without bias + SiLU over n new tokens, continuing
+  // from a carried window (causal_conv1d_fn on a fresh cache, causal_conv1d_update in decode, and
+  // the cached-window concatenation of a multi-token continuation all compute this).
+  //   x[n, C] act (token-major), w[C, K] act, state[C, K-1] act in/out (the previous K-1 raw
+  //   inputs of each channel, oldest first; zeros at sequence start), out[n, C] act.
+  //   With xx = [state | x] along time: out[t, c] = rnd(silu(rnd(Σ_{j<K} w[c, j] * xx[c, t + j])))
+  //   (f32 products summed in increasing j; F.conv1d rounds its output, SiLU rounds again).
+  //   Afterwards state = the last K-1 columns of xx. One call over n tokens gives the same bits
+  //   as n one-token calls. out must not alias x.
+  virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) = 0;
+
+  // gdn_gates: a, b[n, h] act; A_log, dt_bias[h] (F32 or BF16, converted exactly) ->
+  //   g[n, h] F32    = fl32(-expf(A_log)) * softplus(a + dt_bias)   (all f32; softplus(x) = x for
+  //                    x > 20, else log1p(expf(x)), torch's threshold)
+  //   beta[n, h] act = rnd(sigmoid(b))                              (b.sigmoid() in act)
+  virtual void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
+                         const Tensor& g, const Tensor& beta) = 0;
+
+  // Gated delta rule, both forms: q, k[n, hk, dk] act, v[n, hv, dv] act, g[n, hv] F32 (log decay),
+  // beta[n, hv] act, state[hv, dk, dv] F32 in/out (zeros at sequence start), out[n, hv, dv] act.
+  // hv % hk == 0; value head h reads key head h / (hv / hk) (repeat_interleave). Everything is f32:
+  // q and k are l2-normalised per head, x * (1 / sqrtf(Σ x² + 1e-6)), then q is scaled by dk^-0.5.
+  // Math per token t (S = state of head h):  S = exp(g_t) S;  S += k_t ⊗ β_t (v_t - Sᵀ k_t);
+  // o_t = Sᵀ q_t;  out = rnd(o). The final state stays f32.
+  //
+  // chunked (torch_chunk_gated_delta_rule, chunk 64): rows are cut into chunks of 64 counted from
+  // the first row of the call (the last one shorter: HF's zero padding contributes nothing). Per
+  // chunk, with c = cumsum(g) (sequential f32), P[i][j] = expf(c_i - c_j) for j <= i:
+  //   A[i][j] = (kβ_i · k_j) P[i][j] (j < i); [U_v | U_k] = (I + A)^-1 [vβ | kβ ∘ expf(c)] by forward
+  //   substitution (u_i = b_i - Σ_{j<i} A[i][j] u_j, increasing j); v' = U_v - U_k S;
+  //   o_i = (q_i expf(c_i)) S + Σ_{j<=i} (q_i · k_j) P[i][j] v'_j;
+  //   S = S expf(c_last) + Σ_i (k_i expf(c_last - c_i)) ⊗ v'_i.
+  // Deterministic and independent of the thread count; a call over rows [0, 64m + r) equals calls
+  // over [0, 64m) and [64m, 64m + r) with the state carried, bit for bit.
+  virtual void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                        const Tensor& beta, const Tensor& state, const Tensor& out) = 0;
+  // recurrent (torch_recurrent_gated_delta_rule): the per-token loop above, one token after the
+  // other (q scaled as q / sqrtf(dk)); HF uses it for one-token decode on a cached state.
+  virtual void gated_delta_rule_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                          const Tensor& beta, const Tensor& state, const Tensor& out) = 0;
+
+  // rms_norm_gated (Qwen3_5RMSNormGated): x, gate[n, d] act, w[d] act, out[n, d] act:
+  //   y = rnd(x * 1/sqrtf(mean(x²) + eps));  y = rnd(w * y);  out = rnd(y * silu(gate))
+  // with silu(z) = z / (1 + expf(-z)) in f32 (the product is f32: bf16 * f32 promotes).
+  virtual void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps, const Tensor& out) = 0;
+
+  // sigmoid_mul: out = rnd(x * rnd(sigmoid(gate))), all [n, d] act (gated attention output,
+  // attn_output * torch.sigmoid(gate)). out may alias x.
+  virtual void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) = 0;
+
+  // rope_f32 (apply_rotary_pos_emb_vision): x[n, heads, d] act, cos/sin[n, d] F32, out like x:
+  //   out[i] = rnd(fl32(x[i]*cos[i]) + fl32(rot[i]*sin[i])), rot = rotate_half over all d dims,
+  // computed in f32 with one rounding. out may alias x.
+  virtual void rope_f32(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) = 0;
+
+  // embedding_bag: table[V, d] (F32/BF16), idx[n, taps] I32, w[n, taps] F32 -> out[n, d] act:
+  //   out[i] = rnd(Σ_t fl32(table[idx[i][t]] * w[i][t])), summed in increasing t starting from the
+  // first term ((pos_embed(idx) * weights[:, :, None]).sum(1), the vision position-table resampling).
+  virtual void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) = 0;
 };
 
 // Creates a backend by name ("cpu"; "cuda" where built). Error if unknown or not built.
