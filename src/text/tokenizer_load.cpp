@@ -29,13 +29,13 @@ bool flag(const json& j, const char* key, bool dflt) {
 Status parse_added_tokens(const json& root, Tokenizer::Impl& im) {
   if (!root.contains("added_tokens") || root["added_tokens"].is_null()) return {};
   if (!root["added_tokens"].is_array()) return make_error("tokenizer.json: \"added_tokens\" must be an array");
+  int32_t max_added = -1;
   for (const auto& t : root["added_tokens"]) {
     if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") ||
         !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > (1 << 30))
       return make_error("tokenizer.json: added token without a valid \"id\" and \"content\"");
     AddedToken a;
     a.content = t["content"].get<std::string>();
-    a.id = static_cast<int32_t>(t["id"].get<int64_t>());
     a.special = flag(t, "special", false);
     a.lstrip = flag(t, "lstrip", false);
     a.rstrip = flag(t, "rstrip", false);
@@ -43,6 +43,15 @@ Status parse_added_tokens(const json& root, Tokenizer::Impl& im) {
     a.normalized = flag(t, "normalized", !a.special);
     if (a.content.empty()) continue;  // HF ignores empty added tokens
     if (im.added_by_content.count(a.content)) continue;
+    // HF (AddedVocabulary::add_tokens) does not trust the listed id: a token already in the model vocab keeps
+    // its model id, a new one gets the next id after the model vocab / the largest added id.
+    if (auto mid = im.model.token_to_id(a.content)) {
+      a.id = *mid;
+    } else {
+      const auto n_model = static_cast<int32_t>(im.model.n_vocab());
+      a.id = max_added < 0 ? n_model : (max_added >= n_model || n_model == 0 ? max_added + 1 : n_model);
+    }
+    max_added = std::max(max_added, a.id);
     im.added_by_id[a.id] = im.added.size();
     im.added_by_content.emplace(a.content, a.id);
     im.added.push_back(std::move(a));
