@@ -1,5 +1,6 @@
 // Opens each tiny checkpoint the oracle wrote under tests/golden/ckpt/*/ and checks WeightMap
-// against the safetensors headers read independently here (plain file reads + nlohmann).
+// against the safetensors headers read independently here (plain file reads + nlohmann), and the
+// element count against the parameter count Transformers reported (oracle_build.json).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,6 +96,18 @@ TEST(GoldenCheckpoints, WeightMapMatchesHeaders) {
       EXPECT_EQ(dtype_name(wm.dominant_dtype()), most->first);
     }
     EXPECT_TRUE(wm.check_all_used({}).ok());
+
+    // The oracle records Transformers' parameter count; 5.17 drops qwen3_5's mtp.* tensors at load.
+    std::ifstream build(dir + "/oracle_build.json");
+    if (!build) {
+      ADD_FAILURE() << dir << "/oracle_build.json is missing";
+      continue;
+    }
+    nlohmann::json ob = nlohmann::json::parse(build);
+    int64_t n_params = 0;
+    for (const std::string& name : wm.names())
+      if (name.rfind("mtp.", 0) != 0) n_params += shape_numel(wm.info(name)->shape);
+    EXPECT_EQ(n_params, ob.at("n_params").get<int64_t>());
   }
 }
 
