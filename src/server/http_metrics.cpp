@@ -34,11 +34,11 @@ std::string HttpMetrics::text() const {
   for (const auto& [key, n] : responses_)
     os << "tensorfold_http_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} "
        << n << "\n";
-  os << "# HELP tensorfold_requests_finished_total Generation requests by finish reason.\n"
-     << "# TYPE tensorfold_requests_finished_total counter\n";
+  os << "# HELP tensorfold_http_finished_total Generation requests by how their HTTP exchange ended.\n"
+     << "# TYPE tensorfold_http_finished_total counter\n";
   for (const char* reason : {"stop", "length", "client-left", "error"}) {
     auto it = finishes_.find(reason);
-    os << "tensorfold_requests_finished_total{reason=\"" << reason << "\"} "
+    os << "tensorfold_http_finished_total{reason=\"" << reason << "\"} "
        << (it == finishes_.end() ? 0 : it->second) << "\n";
   }
   return os.str();

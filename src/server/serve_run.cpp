@@ -21,6 +21,12 @@ int run_server(const ServeOptions& options, const EngineFactory& factory) {
   sigaddset(&stop_signals, SIGTERM);
   sigset_t old_mask;
   pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even
+  // while blocked; restore the default so sigtimedwait can take it (it stays blocked meanwhile).
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGINT, &dfl, nullptr);
+  sigaction(SIGTERM, &dfl, nullptr);
 
   HttpServer server(options);
   auto port = server.bind();
@@ -32,14 +38,16 @@ int run_server(const ServeOptions& options, const EngineFactory& factory) {
   log_info("listening on http://" + options.host + ":" + std::to_string(*port) + " as '" +
            options.served_name() + "' (loading " + options.checkpoint + ")");
 
-  std::atomic<bool> exiting{false}, load_failed{false};
+  // httplib drops a stop() that comes before its accept loop runs, so whoever wants the server
+  // down sets stop_requested and the signal thread repeats stop() until run() has returned.
+  std::atomic<bool> exiting{false}, load_failed{false}, stop_requested{false};
   std::shared_ptr<EngineApi> engine;
   std::thread loader([&] {
     auto made = factory(options);
     if (!made.ok()) {
       log_error("cannot load " + options.checkpoint + ": " + made.error().message);
       load_failed = true;
-      server.stop();
+      stop_requested = true;
       return;
     }
     engine = std::shared_ptr<EngineApi>(std::move(made).value());
@@ -47,15 +55,15 @@ int run_server(const ServeOptions& options, const EngineFactory& factory) {
     log_info("engine created for '" + options.served_name() + "'");
   });
   std::thread signals([&] {
-    timespec tick{0, 200'000'000};
+    timespec tick{0, 50'000'000};
     while (!exiting) {
       int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (sig == SIGINT || sig == SIGTERM) {
+      if ((sig == SIGINT || sig == SIGTERM) && !stop_requested) {
         log_info(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                  ": no new connections; cancelling requests in flight");
-        server.stop();
-        return;
+        stop_requested = true;
       }
+      if (stop_requested) server.stop();
     }
   });
 

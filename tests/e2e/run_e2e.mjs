@@ -225,7 +225,7 @@ try {
   });
 
   await check('client abort mid-stream: counted as client-left, next request unaffected', async () => {
-    const before = await metric('tensorfold_requests_finished_total{reason="client-left"}');
+    const before = await metric('tensorfold_http_finished_total{reason="client-left"}');
     const tok = await (await fetch(`${base}/v1/tokenize`, {
       method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
       body: JSON.stringify({ messages: textMessages }),
@@ -247,9 +247,13 @@ try {
     let after = before;
     for (let i = 0; i < 100 && after === before; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      after = await metric('tensorfold_requests_finished_total{reason="client-left"}');
+      after = await metric('tensorfold_http_finished_total{reason="client-left"}');
     }
     eq(after, before + 1, 'client-left count');
+    if (server) {  // the engine logs the dropped request's line
+      for (let i = 0; i < 100 && !/reason=client-left/.test(serverLog); i++) await new Promise((r) => setTimeout(r, 100));
+      assert(/reason=client-left/.test(serverLog), 'no log line with reason=client-left');
+    }
     const r = await client.chat.completions.create({ model, messages: textMessages, max_tokens: 12, temperature: 0 });
     eq(r.choices[0].message.content, soloText, 'text after the abort');
   });

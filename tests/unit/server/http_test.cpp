@@ -242,8 +242,8 @@ TEST(Http, Metrics) {
       << t;
   EXPECT_NE(t.find("tensorfold_http_requests_total{route=\"/v1/chat/completions\",status=\"400\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(t.find("tensorfold_requests_finished_total{reason=\"stop\"} 1\n"), std::string::npos);
-  EXPECT_NE(t.find("tensorfold_requests_finished_total{reason=\"length\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("tensorfold_http_finished_total{reason=\"stop\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("tensorfold_http_finished_total{reason=\"length\"} 1\n"), std::string::npos);
 }
 
 }  // namespace

@@ -164,7 +164,7 @@ TEST(Cancel, StopCancelsRequestsInFlight) {
   auto engine = s->engine;
   s.reset();  // stop() + join: returns only after the handler answered
   client.join();
-  EXPECT_EQ(engine->cancels_seen(), 1);
+  EXPECT_TRUE(wait_for([&] { return engine->cancels_seen() == 1; }));
   EXPECT_EQ(status, 503);
   EXPECT_EQ(json::parse(body)["error"]["message"], "the server is shutting down");
 }
