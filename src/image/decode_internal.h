@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "image/decode.h"
 #include "image/image.h"
 
 namespace tf::image_detail {
@@ -26,7 +27,7 @@ struct DecodeResult {
   DecodeError error;
 };
 
-DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits);
+DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits, DecodeMode mode);
 DecodeResult decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits);
 DecodeResult decode_webp(std::span<const uint8_t> bytes, const ImageLimits& limits);
 
@@ -46,7 +47,7 @@ inline DecodeResult fail_too_large(int64_t w, int64_t h) {
 // or without the "Exif\0\0" prefix, as Pillow's Exif.load does.
 int exif_orientation(std::span<const uint8_t> exif);
 
-// ImageOps.exif_transpose's geometric part for orientation 1..8 (others: unchanged).
+// ImageOps.exif_transpose's geometric part for orientation 1..8 (others: unchanged); 8- or 16-bit.
 Image apply_orientation(Image image, int orientation);
 
 }  // namespace tf::image_detail

@@ -1,5 +1,5 @@
-// PNG through libpng, with the unpacking Pillow's PngImagePlugin chooses for each (colour type,
-// bit depth): see decode.h for the conversion table.
+// PNG through libpng: torchvision's decode_png(mode=RGB) transforms (chat mode), or the unpacking
+// Pillow's PngImagePlugin chooses for each (colour type, bit depth) (pil mode); see decode.h.
 #include <png.h>
 
 #include <csetjmp>
@@ -34,6 +34,8 @@ struct PngState {
   png_infop info = nullptr;
   png_uint_32 width = 0, height = 0;
   int bit_depth = 0, color_type = 0, channels = 0;
+  int out_depth = 0;  // sample depth after the libpng transforms
+  DecodeMode mode = DecodeMode::chat;
   size_t rowbytes = 0;
   std::vector<uint8_t> raw;  // decoded rows after libpng transforms
   std::vector<png_bytep> rows;
@@ -65,6 +67,10 @@ bool read_header_and_rows(PngState& s, const ImageLimits& limits) {
   grab_exif(s);
   switch (s.color_type) {
     case PNG_COLOR_TYPE_PALETTE: {
+      if (s.mode == DecodeMode::chat) {  // torchvision: png_set_palette_to_rgb, then strip the alpha
+        png_set_palette_to_rgb(s.png);
+        break;
+      }
       png_set_packing(s.png);  // one index per byte; the palette lookup is ours (Pillow's ramp default)
       s.palette.resize(256 * 3);
       for (int i = 0; i < 256; ++i) s.palette[3 * i] = s.palette[3 * i + 1] = s.palette[3 * i + 2] = uint8_t(i);
@@ -83,13 +89,15 @@ bool read_header_and_rows(PngState& s, const ImageLimits& limits) {
       if (s.bit_depth < 8) png_set_expand_gray_1_2_4_to_8(s.png);  // bit replication = PIL's 1/L;2/L;4
       break;                                                       // 16-bit stays 16 (PIL "I;16")
     default:
-      if (s.bit_depth == 16) png_set_strip_16(s.png);  // high byte, like PIL's ;16B unpackers
+      // pil: the high byte, like PIL's ;16B unpackers; chat: torchvision keeps 16-bit samples
+      if (s.bit_depth == 16 && s.mode == DecodeMode::pil) png_set_strip_16(s.png);
       break;
   }
   png_set_interlace_handling(s.png);
   png_read_update_info(s.png, s.info);
   s.rowbytes = png_get_rowbytes(s.png, s.info);
   s.channels = png_get_channels(s.png, s.info);
+  s.out_depth = png_get_bit_depth(s.png, s.info);
   s.raw.resize(s.rowbytes * s.height);
   s.rows.resize(s.height);
   for (png_uint_32 y = 0; y < s.height; ++y) s.rows[y] = s.raw.data() + y * s.rowbytes;
@@ -106,8 +114,9 @@ void read_tail(PngState& s) {
 
 }  // namespace
 
-DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits) {
+DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits, DecodeMode mode) {
   PngState s;
+  s.mode = mode;
   s.reader = {bytes.data(), bytes.size(), 0};
   s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, nullptr, error_fn, warning_fn);
   if (s.png == nullptr) return fail_corrupt();
@@ -125,20 +134,38 @@ DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limit
   r.image.width = static_cast<int>(s.width);
   r.image.height = static_cast<int>(s.height);
   const size_t n = static_cast<size_t>(s.width) * s.height;
-  r.image.rgb.resize(n * 3);
-  uint8_t* out = r.image.rgb.data();
-  for (png_uint_32 y = 0; y < s.height; ++y) {
-    const uint8_t* row = s.rows[y];
-    for (png_uint_32 x = 0; x < s.width; ++x, out += 3) {
-      if (s.color_type == PNG_COLOR_TYPE_PALETTE) {
-        std::memcpy(out, &s.palette[3 * row[x]], 3);
-      } else if (s.color_type == PNG_COLOR_TYPE_GRAY && s.bit_depth == 16) {
-        const unsigned v = (row[2 * x] << 8) | row[2 * x + 1];  // big-endian sample
-        out[0] = out[1] = out[2] = v > 255 ? 255 : uint8_t(v);   // Pillow's I16_RGB saturates
-      } else if (s.channels <= 2) {
-        out[0] = out[1] = out[2] = row[s.channels * x];  // L or LA: gray replicated, alpha dropped
-      } else {
-        std::memcpy(out, row + s.channels * x, 3);  // RGB or RGBA: alpha dropped
+  const int ch = s.channels;
+  const bool manual_palette = s.color_type == PNG_COLOR_TYPE_PALETTE && mode == DecodeMode::pil;
+  if (s.out_depth == 16 && mode == DecodeMode::chat) {
+    r.image.bit_depth = 16;
+    r.image.rgb16.resize(n * 3);
+    uint16_t* out = r.image.rgb16.data();
+    for (png_uint_32 y = 0; y < s.height; ++y) {
+      const uint8_t* row = s.rows[y];
+      for (png_uint_32 x = 0; x < s.width; ++x, out += 3) {
+        for (int c = 0; c < 3; ++c) {
+          const int k = ch <= 2 ? 0 : c;  // gray (+alpha) replicated; alpha dropped
+          const uint8_t* p = row + 2 * (static_cast<size_t>(ch) * x + k);
+          out[c] = static_cast<uint16_t>((p[0] << 8) | p[1]);  // big-endian sample
+        }
+      }
+    }
+  } else {
+    r.image.rgb.resize(n * 3);
+    uint8_t* out = r.image.rgb.data();
+    for (png_uint_32 y = 0; y < s.height; ++y) {
+      const uint8_t* row = s.rows[y];
+      for (png_uint_32 x = 0; x < s.width; ++x, out += 3) {
+        if (manual_palette) {
+          std::memcpy(out, &s.palette[3 * row[x]], 3);
+        } else if (s.out_depth == 16) {  // pil, 16-bit gray ("I;16")
+          const unsigned v = (row[2 * x] << 8) | row[2 * x + 1];
+          out[0] = out[1] = out[2] = v > 255 ? 255 : uint8_t(v);  // Pillow's I16_RGB saturates
+        } else if (ch <= 2) {
+          out[0] = out[1] = out[2] = row[ch * x];  // L or LA: gray replicated, alpha dropped
+        } else {
+          std::memcpy(out, row + ch * x, 3);  // RGB or RGBA: alpha dropped
+        }
       }
     }
   }

@@ -2,6 +2,7 @@
 // ImageOps.exif_transpose (2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM, 5 TRANSPOSE,
 // 6 ROTATE_270, 7 TRANSVERSE, 8 ROTATE_90; PIL's rotations are counter-clockwise).
 #include <cstring>
+#include <vector>
 
 #include "image/decode_internal.h"
 
@@ -53,16 +54,13 @@ int exif_orientation(std::span<const uint8_t> exif) {
   return 1;
 }
 
-Image apply_orientation(Image in, int orientation) {
-  if (orientation < 2 || orientation > 8) return in;
-  const int w = in.width, h = in.height;
-  const bool swap = orientation >= 5;
-  Image out;
-  out.width = swap ? h : w;
-  out.height = swap ? w : h;
-  out.rgb.resize(in.rgb.size());
-  for (int y = 0; y < out.height; ++y) {
-    for (int x = 0; x < out.width; ++x) {
+namespace {
+
+template <class T>
+std::vector<T> transpose_samples(const std::vector<T>& in, int w, int h, int out_w, int out_h, int orientation) {
+  std::vector<T> out(in.size());
+  for (int y = 0; y < out_h; ++y) {
+    for (int x = 0; x < out_w; ++x) {
       int sx = x, sy = y;  // source column and row in the input
       switch (orientation) {
         case 2: sx = w - 1 - x; break;
@@ -75,11 +73,28 @@ Image apply_orientation(Image in, int orientation) {
         default: break;
       }
       const size_t s = (static_cast<size_t>(sy) * w + sx) * 3;
-      const size_t d = (static_cast<size_t>(y) * out.width + x) * 3;
-      out.rgb[d] = in.rgb[s];
-      out.rgb[d + 1] = in.rgb[s + 1];
-      out.rgb[d + 2] = in.rgb[s + 2];
+      const size_t d = (static_cast<size_t>(y) * out_w + x) * 3;
+      out[d] = in[s];
+      out[d + 1] = in[s + 1];
+      out[d + 2] = in[s + 2];
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+Image apply_orientation(Image in, int orientation) {
+  if (orientation < 2 || orientation > 8) return in;
+  const bool swap = orientation >= 5;
+  Image out;
+  out.width = swap ? in.height : in.width;
+  out.height = swap ? in.width : in.height;
+  out.bit_depth = in.bit_depth;
+  if (in.bit_depth == 16) {
+    out.rgb16 = transpose_samples(in.rgb16, in.width, in.height, out.width, out.height, orientation);
+  } else {
+    out.rgb = transpose_samples(in.rgb, in.width, in.height, out.width, out.height, orientation);
   }
   return out;
 }

@@ -54,32 +54,26 @@ std::pair<int, int> PixtralImageProcessor::target_size(int height, int width) co
   return {static_cast<int>(up(h, config_.patch_height)), static_cast<int>(up(w, config_.patch_width))};
 }
 
-Expected<std::vector<uint8_t>> PixtralImageProcessor::resized_chw(const Image& image, int index, int* out_h,
-                                                                  int* out_w) const {
-  std::vector<uint8_t> chw = image_to_chw(image);  // [3, H, W]
+Expected<ResizedPlanes> PixtralImageProcessor::resize(const Image& image, int index) const {
   int h = image.height, w = image.width;
   if (config_.do_resize) {
     const auto [th, tw] = target_size(h, w);
     if (th <= 0 || tw <= 0)
       return Error{"image " + std::to_string(index) + " is " + std::to_string(w) + "x" + std::to_string(h) +
                    ", too thin to resize (a side would become 0 pixels)"};
-    if (th != h || tw != w) {
-      chw = resize_aa_u8(chw, 3, h, w, th, tw, config_.resample);
-      h = th;
-      w = tw;
-    }
+    h = th;
+    w = tw;
   }
-  *out_h = h;
-  *out_w = w;
-  return chw;
+  return resize_planes(image, h, w, config_.resample);
 }
 
 Expected<PixtralProcessedImage> PixtralImageProcessor::preprocess(const Image& image, int index) const {
   PixtralProcessedImage out;
-  TF_ASSIGN(const std::vector<uint8_t> chw, resized_chw(image, index, &out.height, &out.width));
+  TF_ASSIGN(const ResizedPlanes planes, resize(image, index));
+  out.height = planes.height;
+  out.width = planes.width;
   out.pixel_values = Buffer(DType::F32, {3, out.height, out.width});  // [3, H, W]
-  rescale_normalize(chw, static_cast<int64_t>(out.height) * out.width, out.pixel_values.as<float>(),
-                    config_.normalize);
+  rescale_normalize(planes, out.pixel_values.as<float>(), config_.normalize);
   return out;
 }
 

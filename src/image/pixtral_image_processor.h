@@ -45,10 +45,9 @@ class PixtralImageProcessor {
   // becomes floor(side / ratio); then rounded up to the patch multiple. Returns (height, width).
   std::pair<int, int> target_size(int height, int width) const;
 
-  // [3, H, W] uint8 after resizing (the tensor torchvision hands to normalize).
-  // An image so thin that a side would round to 0 pixels is refused, as HF's resize fails on it.
-  Expected<std::vector<uint8_t>> resized_chw(const Image& image, int index_for_messages, int* out_h,
-                                             int* out_w) const;
+  // [3, H, W] after resizing (the tensor torchvision hands to normalize). An image so thin that a
+  // side would round to 0 pixels is refused, as HF's resize fails on it.
+  Expected<image_detail::ResizedPlanes> resize(const Image& image, int index_for_messages) const;
   Expected<PixtralProcessedImage> preprocess(const Image& image, int index_for_messages) const;
 
   // LightOnOCR's placeholder count: (H // (patch * merge)) * (W // (patch * merge)).

@@ -87,9 +87,24 @@ Status read_normalize_params(const nlohmann::json& j, NormalizeParams* p) {
   return {};
 }
 
-void rescale_normalize(std::span<const uint8_t> chw, int64_t plane, float* out, const NormalizeParams& p) {
+ResizedPlanes resize_planes(const Image& image, int out_h, int out_w, ResizeFilter filter) {
+  ResizedPlanes r;
+  r.height = out_h;
+  r.width = out_w;
+  if (image.bit_depth == 16) {
+    r.u16 = resize_aa_u16(image_to_chw16(image), 3, image.height, image.width, out_h, out_w, filter);
+  } else {
+    r.u8 = resize_aa_u8(image_to_chw(image), 3, image.height, image.width, out_h, out_w, filter);
+  }
+  return r;
+}
+
+namespace {
+
+template <class T>
+void normalize_planes(const T* chw, int64_t plane, float* out, const NormalizeParams& p) {
   for (int c = 0; c < 3; ++c) {
-    const uint8_t* in = chw.data() + c * plane;
+    const T* in = chw + c * plane;
     float* o = out + c * plane;
     if (p.do_normalize) {
       float mean = static_cast<float>(p.image_mean[c]);
@@ -107,6 +122,17 @@ void rescale_normalize(std::span<const uint8_t> chw, int64_t plane, float* out, 
     } else {
       for (int64_t i = 0; i < plane; ++i) o[i] = static_cast<float>(in[i]);
     }
+  }
+}
+
+}  // namespace
+
+void rescale_normalize(const ResizedPlanes& planes, float* out, const NormalizeParams& p) {
+  const int64_t plane = static_cast<int64_t>(planes.height) * planes.width;
+  if (!planes.u16.empty()) {
+    normalize_planes(planes.u16.data(), plane, out, p);
+  } else {
+    normalize_planes(planes.u8.data(), plane, out, p);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "image/image.h"
 #include "image/resize_aa.h"
 
 namespace tf::image_detail {
@@ -35,10 +36,21 @@ struct NormalizeParams {
 
 Status read_normalize_params(const nlohmann::json& j, NormalizeParams* p);
 
-// [3, plane] uint8 -> [3, plane] f32, as TorchvisionBackend.rescale_and_normalize: with rescale and
+// [3, H, W] planes after resizing: uint8, or uint16 for a 16-bit source (see image.h).
+struct ResizedPlanes {
+  int height = 0, width = 0;
+  std::vector<uint8_t> u8;    // [3, height, width] when the image is 8-bit
+  std::vector<uint16_t> u16;  // [3, height, width] when the image is 16-bit
+};
+
+// torchvision's resize_image: a no-op when the size is unchanged, else the native uint8 kernel
+// (8-bit) or the float path with a truncating cast back (16-bit).
+ResizedPlanes resize_planes(const Image& image, int out_h, int out_w, ResizeFilter filter);
+
+// [3, plane] uint8 (or uint16) -> [3, plane] f32, as TorchvisionBackend.rescale_and_normalize: with rescale and
 // normalize, mean' = f32(mean) * f32(1 / rescale_factor) and std' likewise (f32 products), then
 // (f32(x) - mean') / std' (a subtract then a true divide); normalize only: (x - mean) / std;
 // rescale only: f32(x) * f32(rescale_factor); neither: f32(x).
-void rescale_normalize(std::span<const uint8_t> chw, int64_t plane, float* out, const NormalizeParams& p);
+void rescale_normalize(const ResizedPlanes& planes, float* out, const NormalizeParams& p);
 
 }  // namespace tf::image_detail

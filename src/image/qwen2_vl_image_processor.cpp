@@ -71,34 +71,28 @@ Expected<std::pair<int64_t, int64_t>> Qwen2VLImageProcessor::target_size(int hei
   return r;
 }
 
-Expected<std::vector<uint8_t>> Qwen2VLImageProcessor::resized_chw(const Image& image, int index, int* out_h,
-                                                                  int* out_w) const {
-  std::vector<uint8_t> chw = image_to_chw(image);  // [3, H, W]
+Expected<ResizedPlanes> Qwen2VLImageProcessor::resize(const Image& image, int index) const {
   int h = image.height, w = image.width;
   if (config_.do_resize) {
     TF_ASSIGN(const auto target, target_size(h, w, index));
-    if (target.first != h || target.second != w) {
-      chw = resize_aa_u8(chw, 3, h, w, static_cast<int>(target.first), static_cast<int>(target.second),
-                         config_.resample);
-      h = static_cast<int>(target.first);
-      w = static_cast<int>(target.second);
-    }
+    h = static_cast<int>(target.first);
+    w = static_cast<int>(target.second);
   }
   const int64_t unit = config_.patch_size * config_.merge_size;
   if (h % unit != 0 || w % unit != 0)
     return Error{"image " + std::to_string(index) + " is " + std::to_string(w) + "x" + std::to_string(h) +
                  " after preprocessing, not a multiple of patch_size * merge_size = " + std::to_string(unit)};
-  *out_h = h;
-  *out_w = w;
-  return chw;
+  return resize_planes(image, h, w, config_.resample);
 }
 
 Expected<Qwen2VLProcessedImage> Qwen2VLImageProcessor::preprocess(const Image& image, int index) const {
   Qwen2VLProcessedImage out;
-  TF_ASSIGN(const std::vector<uint8_t> chw, resized_chw(image, index, &out.height, &out.width));
+  TF_ASSIGN(const ResizedPlanes planes, resize(image, index));
+  out.height = planes.height;
+  out.width = planes.width;
   const int64_t H = out.height, W = out.width, plane = H * W;
   std::vector<float> norm(static_cast<size_t>(3 * plane));  // [3, H, W]
-  rescale_normalize(chw, plane, norm.data(), config_.normalize);
+  rescale_normalize(planes, norm.data(), config_.normalize);
 
   const int64_t P = config_.patch_size, T = config_.temporal_patch_size, M = config_.merge_size;
   const int64_t gh = H / P, gw = W / P;

@@ -52,9 +52,8 @@ class Qwen2VLImageProcessor {
   const Qwen2VLImageProcessorConfig& config() const { return config_; }
 
   Expected<std::pair<int64_t, int64_t>> target_size(int height, int width, int index_for_messages) const;
-  // [3, H, W] uint8 after resizing.
-  Expected<std::vector<uint8_t>> resized_chw(const Image& image, int index_for_messages, int* out_h,
-                                             int* out_w) const;
+  // [3, H, W] after resizing; the size must then be a multiple of patch_size * merge_size.
+  Expected<image_detail::ResizedPlanes> resize(const Image& image, int index_for_messages) const;
   Expected<Qwen2VLProcessedImage> preprocess(const Image& image, int index_for_messages) const;
 
  private:

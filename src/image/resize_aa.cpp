@@ -9,13 +9,16 @@
 namespace tf {
 namespace {
 
-// PyTorch's cubic_convolution1/2 with A = -0.5 (antialias=True, Pillow's coefficient), evaluated in
-// the same order (the build forbids FMA contraction, as a plain compile of PyTorch's scalar code).
+// PyTorch's cubic_convolution1/2 with A = -0.5 (antialias=True, Pillow's coefficient). PyTorch's
+// AVX2/AVX512 kernel builds compile with -mfma and GCC's default contraction, so the polynomials run
+// as fused multiply-adds; the float32 path proves it (resize_aa_f32 matches torch only with FMA), and
+// this file is the same translation unit there. Spelled out with std::fma because this project
+// builds with -ffp-contract=off.
 double cubic_aa(double x) {
   constexpr double a = -0.5;
   x = std::abs(x);
-  if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
-  if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  if (x < 1.0) return std::fma(std::fma(a + 2, x, -(a + 3)) * x, x, 1.0);
+  if (x < 2.0) return std::fma(std::fma(std::fma(a, x, -5 * a), x, 8 * a), x, -4 * a);
   return 0.0;
 }
 

@@ -40,4 +40,15 @@ AxisResample plan_axis_resample(int in_size, int out_size, ResizeFilter filter);
 std::vector<uint8_t> resize_aa_u8(std::span<const uint8_t> planes, int channels, int height, int width,
                                   int out_h, int out_w, ResizeFilter filter);
 
+// The same interpolate on float32 planes: PyTorch's generic separable kernel with float32 weights
+// (scale, support and centre rounded to float, weights normalized in float) and a float dot product
+// t0*w0 + t1*w1 + ... in tap order; no intermediate rounding between the passes.
+std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, int height, int width, int out_h,
+                                 int out_w, ResizeFilter filter);
+
+// torchvision's resize_image on uint16 planes (16-bit PNGs in Transformers' chat path): cast to f32,
+// resize_aa_f32, then .to(uint16) with neither clamp nor rounding.
+std::vector<uint16_t> resize_aa_u16(std::span<const uint16_t> planes, int channels, int height, int width,
+                                    int out_h, int out_w, ResizeFilter filter);
+
 }  // namespace tf

@@ -20,8 +20,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   return v;
 }
 
-Image must_decode(const std::vector<uint8_t>& bytes, ImageLimits limits = {}) {
-  auto r = decode_image(bytes, 0, limits);
+Image must_decode(const std::vector<uint8_t>& bytes, DecodeMode mode = DecodeMode::chat) {
+  auto r = decode_image(bytes, 0, {}, mode);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(r).value() : Image{};
 }
@@ -89,20 +89,40 @@ TEST(DecodePng, LowBitDepthGrayScalesByBitReplication) {
   }
 }
 
-TEST(DecodePng, SixteenBitColourKeepsHighByte) {
+TEST(DecodePng, SixteenBitColourPilKeepsHighByteChatKeepsAll) {
   PngSpec s = test::png_spec(5, 3, PNG_COLOR_TYPE_RGB, 16);
   s.rows = random_bytes(5 * 3 * 6, 5);
-  const Image im = must_decode(test::encode_png(s));
-  for (size_t i = 0; i < 15 * 3; ++i) ASSERT_EQ(im.rgb[i], s.rows[2 * i]);
+  const auto png = test::encode_png(s);
+  const Image pil = must_decode(png, DecodeMode::pil);
+  ASSERT_EQ(pil.bit_depth, 8);
+  for (size_t i = 0; i < 15 * 3; ++i) ASSERT_EQ(pil.rgb[i], s.rows[2 * i]);
+  const Image chat = must_decode(png);
+  ASSERT_EQ(chat.bit_depth, 16);
+  ASSERT_TRUE(chat.rgb.empty());
+  for (size_t i = 0; i < 15 * 3; ++i) ASSERT_EQ(chat.rgb16[i], (s.rows[2 * i] << 8) | s.rows[2 * i + 1]);
 }
 
-TEST(DecodePng, SixteenBitGraySaturatesLikeI16ToRgb) {
+TEST(DecodePng, SixteenBitGrayPilSaturatesChatReplicates) {
   PngSpec s = test::png_spec(6, 1, PNG_COLOR_TYPE_GRAY, 16);
   const std::vector<unsigned> values = {0, 1, 200, 255, 256, 65535};
   for (unsigned v : values) s.rows.insert(s.rows.end(), {uint8_t(v >> 8), uint8_t(v & 0xff)});
-  const Image im = must_decode(test::encode_png(s));
-  for (size_t i = 0; i < values.size(); ++i)
-    ASSERT_EQ(im.rgb[3 * i], values[i] > 255 ? 255 : values[i]) << values[i];
+  const auto png = test::encode_png(s);
+  const Image pil = must_decode(png, DecodeMode::pil);
+  const Image chat = must_decode(png);
+  ASSERT_EQ(chat.bit_depth, 16);
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(pil.rgb[3 * i], values[i] > 255 ? 255 : values[i]) << values[i];  // Pillow's I16_RGB
+    for (int c = 0; c < 3; ++c) ASSERT_EQ(chat.rgb16[3 * i + c], values[i]);
+  }
+}
+
+TEST(DecodePng, SixteenBitGrayAlphaChatDropsAlpha) {
+  PngSpec s = test::png_spec(4, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 16);
+  s.rows = random_bytes(4 * 2 * 4, 9);
+  const Image chat = must_decode(test::encode_png(s));
+  ASSERT_EQ(chat.bit_depth, 16);
+  for (size_t i = 0; i < 8; ++i)
+    for (int c = 0; c < 3; ++c) ASSERT_EQ(chat.rgb16[3 * i + c], (s.rows[4 * i] << 8) | s.rows[4 * i + 1]);
 }
 
 TEST(DecodePng, PaletteIgnoresTransparency) {
@@ -110,12 +130,14 @@ TEST(DecodePng, PaletteIgnoresTransparency) {
   for (int i = 0; i < 5; ++i) s.palette.push_back({uint8_t(10 * i), uint8_t(200 - i), uint8_t(7 * i + 1)});
   s.trns = {0, 128, 255};
   for (int i = 0; i < 16; ++i) s.rows.push_back(static_cast<uint8_t>(i % 5));
-  const Image im = must_decode(test::encode_png(s));
-  for (int i = 0; i < 16; ++i) {
-    const png_color& c = s.palette[i % 5];
-    ASSERT_EQ(im.rgb[3 * i], c.red);
-    ASSERT_EQ(im.rgb[3 * i + 1], c.green);
-    ASSERT_EQ(im.rgb[3 * i + 2], c.blue);
+  for (DecodeMode mode : {DecodeMode::chat, DecodeMode::pil}) {
+    const Image im = must_decode(test::encode_png(s), mode);
+    for (int i = 0; i < 16; ++i) {
+      const png_color& c = s.palette[i % 5];
+      ASSERT_EQ(im.rgb[3 * i], c.red);
+      ASSERT_EQ(im.rgb[3 * i + 1], c.green);
+      ASSERT_EQ(im.rgb[3 * i + 2], c.blue);
+    }
   }
 }
 

@@ -13,8 +13,9 @@ namespace {
 using image_detail::apply_orientation;
 using image_detail::exif_orientation;
 
-Image must_decode(const std::vector<uint8_t>& bytes) {
-  auto r = decode_image(bytes, 0);
+// EXIF orientation is applied by PIL's load_image only; the chat path (torchvision) ignores it.
+Image must_decode(const std::vector<uint8_t>& bytes, DecodeMode mode = DecodeMode::pil) {
+  auto r = decode_image(bytes, 0, {}, mode);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(r).value() : Image{};
 }
@@ -81,6 +82,8 @@ TEST(Exif, JpegApp1OrientationIsApplied) {
     const Image want = apply_orientation(base, o);
     EXPECT_EQ(got.width, want.width) << o;
     EXPECT_EQ(got.rgb, want.rgb) << o;
+    const Image chat = must_decode(test::jpeg_with_exif(jpg, test::exif_orientation_tiff(o, false)), DecodeMode::chat);
+    EXPECT_EQ(chat.rgb, base.rgb) << "chat path must ignore orientation " << o;
   }
 }
 

@@ -74,12 +74,11 @@ TEST(PixtralProcessor, TargetSizeProperties) {
 TEST(PixtralProcessor, ImageAtTargetSizeIsNotResampled) {
   auto p = PixtralImageProcessor::from_json(lighton_config()).value();
   const Image im = pattern_image(56, 42);
-  int h = 0, w = 0;
-  auto r = p.resized_chw(im, 0, &h, &w);
+  auto r = p.resize(im, 0);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(h, 42);
-  EXPECT_EQ(w, 56);
-  EXPECT_EQ(r.value(), image_to_chw(im));
+  EXPECT_EQ(r->height, 42);
+  EXPECT_EQ(r->width, 56);
+  EXPECT_EQ(r->u8, image_to_chw(im));
   auto out = p.preprocess(im, 0);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->pixel_values.shape(), (Shape{3, 42, 56}));

@@ -16,6 +16,10 @@ TEST(ResizeGolden, TorchvisionBicubicAntialiasBitExact) {
   int n_exact = 0, n = 0;
   for (const auto& c : *cases) {
     const std::string name = c["name"];
+    if (c.contains("error")) {  // torch itself failed on this case (README: case07 asserts in torch 2.11)
+      std::printf("%s: torch raised, skipped: %s\n", name.c_str(), c["error"].dump().c_str());
+      continue;
+    }
     const auto in_chw = c["in_chw"].get<std::vector<int>>();
     const auto out_hw = c["out_hw"].get<std::vector<int>>();
     ASSERT_EQ(c.value("interpolation", "bicubic"), "bicubic");
