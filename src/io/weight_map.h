@@ -5,6 +5,9 @@
 //
 // The returned Tensors point into read-only mappings (PROT_READ, MAP_PRIVATE): Tensor::data is
 // non-const only because Tensor is a general view; weights are never written (a write faults).
+// Returned Tensors stay valid while this WeightMap lives, including after it is moved (the
+// mappings and aligned copies do not move with it); a model may keep the WeightMap as a member
+// and alias its weights.
 // Not thread-safe: load on one thread, then share the Tensors freely.
 #pragma once
 #include <cstddef>

@@ -144,6 +144,14 @@ TEST(WeightMap, MisalignedTensorIsCopiedToAlignedMemory) {
   auto b = wm->get("b", DType::U8, {1});
   EXPECT_EQ(b->data, wm->info("b")->data);  // bytes need no alignment
   EXPECT_EQ(*b->as<uint8_t>(), 42);
+
+  // Views survive moving the map (models keep it as a member and alias the weights).
+  WeightMap moved = std::move(wm.value());
+  WeightMap moved_again;
+  moved_again = std::move(moved);
+  EXPECT_EQ(f->as<float>()[1], -1.25f);
+  EXPECT_EQ(*b->as<uint8_t>(), 42);
+  EXPECT_EQ(moved_again.get("f", DType::F32, {2})->data, f->data);
 }
 
 TEST(WeightMap, RefusesDirectoryWithoutWeights) {
