@@ -125,8 +125,9 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
     for (auto& [k, v] : a.keyword) d->set(Value::str(k), v);
     return Value::make_dict(std::move(d));
   });
-  add("namespace", [](CallArgs& a) -> Value {
+  add("namespace", [this](CallArgs& a) -> Value {
     auto ns = std::make_shared<Namespace>();
+    namespaces_.push_back(ns);
     if (a.positional.size() > 1) throw_error("TypeError", "namespace expected at most 1 positional argument");
     if (a.positional.size() == 1) {
       if (!a.positional[0].is_dict()) throw_error("TypeError", "namespace() argument must be a mapping");
@@ -169,6 +170,10 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
     });
   });
   add("lipsum", [](CallArgs&) -> Value { throw_error("TemplateRuntimeError", "unsupported global 'lipsum'"); });
+}
+
+Interp::~Interp() {
+  for (auto& ns : namespaces_) ns->attrs.clear();
 }
 
 void Interp::tick(uint64_t n) {
@@ -327,7 +332,8 @@ void Interp::assign(const Target& t, const Value& v) {
 }
 
 Value Interp::make_macro(const Stmt& s) {
-  auto def_scope = scope_;
+  macro_scopes_.push_back(scope_);
+  Scope* def_scope = scope_.get();
   const Stmt* stmt = &s;
   auto c = std::make_shared<Callable>();
   c->name = s.name;
@@ -336,14 +342,15 @@ Value Interp::make_macro(const Stmt& s) {
   return Value::make_callable(std::move(c));
 }
 
-Value Interp::call_macro(const Stmt& s, const std::shared_ptr<Scope>& def_scope, CallArgs& a) {
+Value Interp::call_macro(const Stmt& s, Scope* def_scope, CallArgs& a) {
   if (++depth_ > limits_.max_call_depth) {
     --depth_;
     throw_error("RecursionError", "maximum macro call depth exceeded");
   }
   auto saved = scope_;
   auto frame = std::make_shared<Scope>();
-  frame->parent = def_scope;
+  // macro_scopes_ owns the defining scope; the frame refers to it through a non-owning alias.
+  frame->parent = std::shared_ptr<Scope>(std::shared_ptr<Scope>(), def_scope);
   scope_ = frame;
   const size_t n_params = s.params.size();
   const std::string mname = s.kind == Stmt::Kind::CallBlock ? "caller" : s.name;

@@ -29,6 +29,9 @@ struct Scope {
 class Interp {
  public:
   explicit Interp(const RenderLimits& limits);
+  ~Interp();
+  Interp(const Interp&) = delete;
+  Interp& operator=(const Interp&) = delete;
   std::string render(const Body& body, const Value& context);
 
   Value eval(const Expr& e);
@@ -50,7 +53,7 @@ class Interp {
   void assign(const Target& t, const Value& v);
   Value lookup(const std::string& name) const;
   Value make_macro(const Stmt& s);
-  Value call_macro(const Stmt& s, const std::shared_ptr<Scope>& def_scope, CallArgs& args);
+  Value call_macro(const Stmt& s, Scope* def_scope, CallArgs& args);
   Value eval_filter_chain(const Expr& e, const Value& hole);
   Value eval_call(const Expr& e, const Value* caller);
   void collect_args(const Expr& e, size_t first, CallArgs& out);
@@ -62,6 +65,11 @@ class Interp {
   int depth_ = 0;
   int line_ = 0;
   size_t out_bytes_ = 0;
+  // Reference cycles (a macro stored in the scope it closes over, a namespace holding itself) are
+  // broken by owning these here for the render's lifetime: macros keep a raw Scope*, and
+  // namespaces are emptied when the render ends.
+  std::vector<std::shared_ptr<Scope>> macro_scopes_;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
 // ---- helpers shared by filters, tests and methods ----------------------------------------------
