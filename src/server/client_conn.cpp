@@ -60,3 +60,31 @@ bool peer_closed(int fd) {
 }
 
 }  // namespace tf
+
+namespace tf {
+
+bool raise_listen_backlog(int port, int backlog) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return false;
+  bool done = false;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+      continue;
+    sockaddr_storage self{};
+    socklen_t slen = sizeof(self);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&self), &slen) != 0) continue;
+    std::string ip;
+    int p = 0;
+    if (endpoint(self, slen, &ip, &p) && p == port && ::listen(static_cast<int>(fd), backlog) == 0)
+      done = true;
+  }
+  closedir(dir);
+  return done;
+}
+
+}  // namespace tf

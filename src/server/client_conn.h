@@ -14,3 +14,12 @@ int find_connection_fd(const std::string& local_addr, int local_port, const std:
 bool peer_closed(int fd);
 
 }  // namespace tf
+
+namespace tf {
+
+// cpp-httplib 0.11 listens with a backlog of 5, so a burst of new connections overflows the accept
+// queue and waits for a SYN retry (about 1 s). Linux lets listen() be called again to raise it;
+// this finds the listening socket on `port` and does that. Returns false if none was found.
+bool raise_listen_backlog(int port, int backlog);
+
+}  // namespace tf

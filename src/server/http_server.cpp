@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "base/sha256.h"
+#include "server/client_conn.h"
 #include "server/server_state.h"
 
 namespace tf {
@@ -193,6 +194,8 @@ Expected<int> HttpServer::bind() {
   if (port <= 0)
     return make_error("cannot listen on " + state_->options.host + ":" +
                       std::to_string(state_->options.port) + " (address in use or not available)");
+  if (!raise_listen_backlog(port, 1024))
+    log_warn("could not raise the listen backlog; bursts of new connections may stall");
   return port;
 }
 

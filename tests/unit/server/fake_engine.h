@@ -23,6 +23,9 @@ class FakeEngine : public EngineApi {
   std::chrono::milliseconds prefill_delay{0};  // before Started, checking cancellation
   std::chrono::milliseconds token_delay{0};
   std::string reply = kReply;
+  // false: keep no per-request history and detach request threads, so a long load run against
+  // the fake measures only the server's own memory.
+  bool keep_history = true;
 
   ~FakeEngine() override {
     std::vector<std::thread> ts;
@@ -31,6 +34,7 @@ class FakeEngine : public EngineApi {
       ts.swap(threads_);
     }
     for (auto& t : ts) t.join();
+    while (live_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   EngineInfo info() const override { return EngineInfo{"fake-model", "fake", context, vision, 1700000000}; }
@@ -38,6 +42,14 @@ class FakeEngine : public EngineApi {
 
   std::shared_ptr<RequestChannel> submit(GenerationRequest request) override {
     auto ch = std::make_shared<RequestChannel>();
+    if (!keep_history) {
+      ++live_;
+      std::thread([this, ch, r = std::move(request)] {
+        run(r, *ch);
+        --live_;
+      }).detach();
+      return ch;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     submitted_.push_back(request);
     threads_.emplace_back([this, ch, r = std::move(request)] { run(r, *ch); });
@@ -166,7 +178,7 @@ class FakeEngine : public EngineApi {
   mutable std::mutex mu_;
   std::vector<GenerationRequest> submitted_;
   std::vector<std::thread> threads_;
-  std::atomic<int> cancels_{0}, finished_{0};
+  std::atomic<int> cancels_{0}, finished_{0}, live_{0};
 };
 
 }  // namespace tf::testing

@@ -1,0 +1,87 @@
+// Bounded load run against a running `tensorfold serve` (not a timed test; prints a table).
+//   TF_BASE_URL=http://127.0.0.1:PORT [TF_SERVER_PID=pid] [TF_LOAD_N=500] [TF_LOAD_CONC=32] \
+//   [TF_LOAD_MAX_TOKENS=16] node tests/e2e/load.mjs
+// Runs the same mix twice (chat, streamed chat, completions, and a request that must get 400) and
+// fails on any 5xx, any unexpected status, or server RSS growth between the two runs beyond
+// TF_LOAD_RSS_SLACK_MB (default 8).
+import { readFileSync } from 'node:fs';
+
+const env = process.env;
+const base = (env.TF_BASE_URL ?? '').replace(/\/$/, '');
+if (!base) {
+  console.log('SKIP: set TF_BASE_URL');
+  process.exit(77);
+}
+const N = Number(env.TF_LOAD_N ?? 500);
+const CONC = Number(env.TF_LOAD_CONC ?? 32);
+const maxTokens = Number(env.TF_LOAD_MAX_TOKENS ?? 16);
+const headers = { 'Content-Type': 'application/json', Authorization: `Bearer ${env.TF_API_KEY ?? 'unused'}` };
+
+function rssMb() {
+  if (!env.TF_SERVER_PID) return NaN;
+  const m = readFileSync(`/proc/${env.TF_SERVER_PID}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+function request(i) {
+  const messages = [{ role: 'user', content: `Request ${i % 50}: say something short.` }];
+  switch (i % 4) {
+    case 0: return ['/v1/chat/completions', { messages, max_tokens: maxTokens, temperature: 0 }, 200];
+    case 1: return ['/v1/chat/completions', { messages, max_tokens: maxTokens, temperature: 0.7, seed: i, stream: true,
+                                             stream_options: { include_usage: true } }, 200];
+    case 2: return ['/v1/completions', { prompt: `Item ${i % 50}:`, max_tokens: maxTokens, temperature: 0 }, 200];
+    default: return ['/v1/chat/completions', { messages, n: 2 }, 400];
+  }
+}
+
+async function one(i, stats) {
+  const [path, body, want] = request(i);
+  const t0 = performance.now();
+  const r = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await r.text();
+  stats.latency.push(performance.now() - t0);
+  stats.status[r.status] = (stats.status[r.status] ?? 0) + 1;
+  if (r.status !== want) stats.unexpected.push(`${path} ${r.status}: ${text.slice(0, 200)}`);
+  if (body.stream && r.status === 200 && !text.endsWith('data: [DONE]\n\n')) stats.unexpected.push('stream without [DONE]');
+}
+
+async function run() {
+  const stats = { status: {}, latency: [], unexpected: [] };
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CONC }, async () => {
+    for (let i = next++; i < N; i = next++) {
+      try {
+        await one(i, stats);
+      } catch (e) {
+        stats.unexpected.push(`request ${i}: ${e}`);
+      }
+    }
+  }));
+  stats.seconds = (performance.now() - t0) / 1000;
+  stats.latency.sort((a, b) => a - b);
+  return stats;
+}
+
+const rss0 = rssMb();
+const runs = [];
+for (let k = 0; k < 2; k++) runs.push({ stats: await run(), rss: rssMb() });
+console.log(`requests=${N} connections=${CONC} max_tokens=${maxTokens} server RSS before=${rss0.toFixed(1)} MiB`);
+console.log('run | seconds | req/s | p50 ms | p99 ms | statuses | RSS after (MiB)');
+runs.forEach(({ stats, rss }, k) => {
+  const p = (q) => stats.latency[Math.min(stats.latency.length - 1, Math.floor(q * stats.latency.length))].toFixed(1);
+  console.log(`${k + 1} | ${stats.seconds.toFixed(2)} | ${(N / stats.seconds).toFixed(1)} | ${p(0.5)} | ${p(0.99)} | ` +
+              `${JSON.stringify(stats.status)} | ${rss.toFixed(1)}`);
+});
+let bad = 0;
+for (const { stats } of runs) {
+  for (const u of stats.unexpected.slice(0, 10)) console.log(`unexpected: ${u}`);
+  bad += stats.unexpected.length + Object.keys(stats.status).filter((s) => Number(s) >= 500).length;
+}
+const growth = runs[1].rss - runs[0].rss;
+const slack = Number(env.TF_LOAD_RSS_SLACK_MB ?? 8);
+if (!Number.isNaN(growth)) {
+  console.log(`RSS growth over the second run: ${growth.toFixed(1)} MiB (slack ${slack})`);
+  if (growth > slack) bad++;
+}
+process.exit(bad ? 1 : 0);
