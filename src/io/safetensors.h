@@ -57,7 +57,7 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   size_t file_size() const { return size_; }
   size_t header_size() const { return header_size_; }  // N, the JSON part
-  size_t data_size() const { return size_ - 8 - header_size_; }
+  size_t data_size() const { return size_ >= 8 + header_size_ ? size_ - 8 - header_size_ : 0; }
 
  private:
   static Expected<SafetensorsFile> parse(std::shared_ptr<const void> owner, const uint8_t* bytes, size_t size,
