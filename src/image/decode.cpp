@@ -56,7 +56,7 @@ Expected<Image> decode_image(std::span<const uint8_t> bytes, int index, ImageLim
   switch (format) {
     case ImageFormat::png: r = decode_png(bytes, limits, mode); break;
     case ImageFormat::jpeg: r = decode_jpeg(bytes, limits); break;
-    case ImageFormat::webp: r = decode_webp(bytes, limits); break;
+    case ImageFormat::webp: r = decode_webp(bytes, limits, mode); break;
     case ImageFormat::unknown:
       return Error{who + " is not PNG, JPEG or WebP; send one of those"};
   }

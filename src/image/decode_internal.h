@@ -29,7 +29,7 @@ struct DecodeResult {
 
 DecodeResult decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits, DecodeMode mode);
 DecodeResult decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits);
-DecodeResult decode_webp(std::span<const uint8_t> bytes, const ImageLimits& limits);
+DecodeResult decode_webp(std::span<const uint8_t> bytes, const ImageLimits& limits, DecodeMode mode);
 
 // True when (w, h) fits the limits; used by every decoder before allocating pixels.
 inline bool within_limits(int64_t w, int64_t h, const ImageLimits& limits) {

@@ -117,6 +117,14 @@ inline std::vector<uint8_t> encode_webp_lossless_rgba(const std::vector<uint8_t>
   return out;
 }
 
+inline std::vector<uint8_t> encode_webp_lossy_rgba(const std::vector<uint8_t>& rgba, int w, int h, float q) {
+  uint8_t* buf = nullptr;
+  const size_t n = WebPEncodeRGBA(rgba.data(), w, h, w * 4, q, &buf);
+  std::vector<uint8_t> out(buf, buf + n);
+  WebPFree(buf);
+  return out;
+}
+
 inline std::vector<uint8_t> encode_webp_lossy_rgb(const std::vector<uint8_t>& rgb, int w, int h, float q) {
   uint8_t* buf = nullptr;
   const size_t n = WebPEncodeRGB(rgb.data(), w, h, w * 3, q, &buf);

@@ -145,5 +145,18 @@ TEST(DecodeWebp, LossyIsCloseAndExifOrientationApplies) {
   EXPECT_EQ(rot.rgb, apply_orientation(base, 8).rgb);
 }
 
+TEST(DecodeWebp, LossyAlphaChatAndPilAgree) {
+  // torchvision decodes with WebPDecodeRGB, Pillow through an RGBA canvas: the colour samples must be the
+  // same (non-premultiplied), whatever the alpha.
+  const int w = 24, h = 20;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> rgba(w * h * 4);
+  for (auto& v : rgba) v = static_cast<uint8_t>(rng());
+  const auto webp = test::encode_webp_lossy_rgba(rgba, w, h, 80);
+  const Image chat = must_decode(webp, DecodeMode::chat);
+  const Image pil = must_decode(webp, DecodeMode::pil);
+  EXPECT_EQ(chat.rgb, pil.rgb);
+}
+
 }  // namespace
 }  // namespace tf
