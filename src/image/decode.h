@@ -3,7 +3,7 @@
 //
 // DecodeMode::chat (default) = what the chat-template path runs for {"type": "image", "url"|"path"|
 // "base64"} content: image_utils.load_image_as_tensor -> torchvision.io.decode_image(mode=RGB).
-//   No EXIF orientation. Palette PNGs expand through libpng (indices past the PLTE give black); tRNS and
+//   No EXIF orientation. Palette PNGs expand through libpng's png_set_palette_to_rgb; tRNS and
 //   alpha are stripped; 16-bit PNGs stay 16-bit (Image::bit_depth 16, gray replicated); CMYK/YCCK JPEGs
 //   are converted as torchvision does (the same formula as PIL, below). Everything else as below.
 //
@@ -17,8 +17,10 @@
 //                                 give (i, i, i) like Pillow's default ramp palette
 //   JPEG                        -> libjpeg ISLOW IDCT with fancy upsampling (PIL's defaults); CMYK and YCCK
 //                                 as PIL: inverted ("CMYK;I", Adobe convention) then cmyk2rgb
-//   WebP                        -> the first frame decoded to RGBA, alpha dropped
-// EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF chunk) is applied as ImageOps.exif_transpose does.
+//   WebP                        -> decoded to RGBA, alpha dropped (animations refused in both modes;
+//                                 torchvision refuses them too, Pillow would take the first frame)
+// EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF chunk) is applied as ImageOps.exif_transpose does
+// (the XMP tiff:Orientation fallback of Pillow's getexif is not implemented).
 #pragma once
 #include <cstdint>
 #include <span>
