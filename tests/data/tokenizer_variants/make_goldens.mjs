@@ -49,3 +49,26 @@ for (const [name, patch] of Object.entries(variants)) {
   writeFileSync(join(here, name + ".jsonl"), out.join("\n") + "\n");
   console.log(`${name}: ${out.length} strings`);
 }
+
+// Decoding arbitrary id sequences of the base tokenizer (mostly single bytes in this tiny vocab), so the
+// goldens include invalid UTF-8 that HF repairs with U+FFFD: random_decode.jsonl, {"ids", "decoded",
+// "decoded_skip_special"}. Seeded LCG, reproducible.
+{
+  const path = join(dir, "base.json");
+  writeFileSync(path, JSON.stringify(base));
+  const tok = Tokenizer.fromFile(path);
+  let state = 20261129;
+  const rnd = (n) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return (state >>> 8) % n;
+  };
+  const out = [];
+  for (let k = 0; k < 400; ++k) {
+    const ids = [];
+    const len = 1 + rnd(12);
+    for (let i = 0; i < len; ++i) ids.push(rnd(5) === 0 ? 1412 + rnd(28) : rnd(1412));
+    out.push(JSON.stringify({ ids, decoded: await tok.decode(ids, false), decoded_skip_special: await tok.decode(ids, true) }));
+  }
+  writeFileSync(join(here, "random_decode.jsonl"), out.join("\n") + "\n");
+  console.log(`random_decode: ${out.length} sequences`);
+}
