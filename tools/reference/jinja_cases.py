@@ -15,6 +15,7 @@ Run: python3 tools/reference/jinja_cases.py  (any machine with jinja2 3.1.x; no 
 import json
 import os
 import sys
+from datetime import datetime
 
 import jinja2
 from jinja2.exceptions import TemplateError
@@ -30,8 +31,12 @@ def make_env():
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    def strftime_now(format):
+        return datetime.now().strftime(format)
+
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     return env
 
 
@@ -129,6 +134,9 @@ CASES = [
     ("macro_bad_kwarg", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, b=2) }}"),
     ("macro_default_uses_param", "{% macro m(a, b=a * 2) %}{{ a }}{{ b }}{% endmacro %}{{ m(3) }}"),
     ("macro_recursion", "{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(4) }}"),
+    ("call_star_args", "{% macro mul(a, b, c) %}{{ a * b * c }}{% endmacro %}{{ mul(*[1, 2, 3]) }}|{{ mul(1, *[2, 3]) }}|{{ mul(**{'a': 1, 'b': 2, 'c': 4}) }}|{{ mul(1, c=3, **{'b': 2}) }}|{{ dict(**d) }}"),
+    ("call_star_args_bad_order", "{{ dict(*l, 1) }}"),
+    ("call_kwarg_after_starstar", "{{ dict(**d, a=1) }}"),
     ("call_block", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}inner{% endcall %}"),
     ("call_block_args", "{% macro each(items) %}{% for i in items %}{{ caller(i) }}{% endfor %}{% endmacro %}{% call(x) each([1,2]) %}[{{ x }}]{% endcall %}"),
     ("filter_block", "{% filter upper %}hello {{ 'x' }}{% endfilter %}"),
@@ -218,6 +226,8 @@ CASES = [
     ("f_unique", "{{ words|unique|list }} {{ words|unique(case_sensitive=true)|list }} {{ [1, 2, 1, 3]|unique|list }}"),
     ("f_sort", "{{ l|sort }} {{ l|sort(reverse=true) }} {{ words|sort }} {{ words|sort(case_sensitive=true) }} {{ users|sort(attribute='age')|map(attribute='name')|list }} {{ users|sort(attribute='name')|map(attribute='name')|list }}"),
     ("f_sort_mixed", "{{ [1, 'a']|sort }}"),
+    ("f_sort_none_and_undefined", "{{ [none, none]|sort }} {{ [missing, missing]|sort }} {{ users|sort(attribute='age,name')|map(attribute='name')|list }}"),
+    ("f_sort_none_int", "{{ [none, 1]|sort }}"),
     ("f_reverse", "{{ l|reverse|list }} {{ s|reverse }} {{ (1, 2)|reverse|list }}"),
     ("f_dictsort", "{{ d|dictsort }} {{ d|dictsort(reverse=true) }} {{ {'b': 2, 'a': 3, 'c': 1}|dictsort(by='value') }}"),
     ("f_min_max_sum", "{{ l|min }} {{ l|max }} {{ l|sum }} {{ words|min }} {{ words|max }} {{ users|max(attribute='age') }} {{ users|sum(attribute='age') }} {{ floats|sum }} {{ l|sum(start=10) }} [{{ empty|min }}]"),
@@ -251,6 +261,9 @@ CASES = [
     ("m_case", "{{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }} {{ 'MiXed'.lower() }} {{ 'MiXed'.upper() }} {{ 'MiXed'.swapcase() }} {{ \"they're bill's\".title() }}"),
     ("m_replace_find_count", "{{ 'aXbXc'.replace('X', '-') }} {{ 'aXbXc'.replace('X', '-', 1) }} {{ s.find('l') }} {{ s.rfind('l') }} {{ s.find('zz') }} {{ 'banana'.count('an') }} {{ s.index('w') }}"),
     ("m_index_missing", "{{ s.index('zz') }}"),
+    ("m_replace_keyword", "{{ 'abcabc'.replace('a', 'x', count=1) }}"),
+    ("m_strip_keyword", "{{ 'xax'.strip(chars='x') }}"),
+    ("m_split_keywords", "{{ 'a b c'.split(sep=' ', maxsplit=1) }} {{ 'a\nb'.splitlines(keepends=true) }}"),
     ("m_join_format", "{{ '-'.join(['a', 'b']) }} {{ ', '.join(words) }} {{ '{} and {}'.format('x', 1) }} {{ '{1}{0}'.format('a', 'b') }} {{ '{name}!'.format(name='n') }} {{ '{{}}{}'.format(2) }}"),
     ("m_join_non_str", "{{ '-'.join(l) }}"),
     ("m_is_methods", "{{ '123'.isdigit() }} {{ 'abc'.isalpha() }} {{ 'a1'.isalnum() }} {{ '  '.isspace() }} {{ ''.isdigit() }} {{ 'abc'.islower() }} {{ 'ABC'.isupper() }}"),

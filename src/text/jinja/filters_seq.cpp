@@ -61,9 +61,32 @@ Value sort_key(Interp& in, const Value& item, const Value& attribute, bool case_
   return k;
 }
 
-List sorted(Interp& in, const List& items, const Value& attribute, bool case_sensitive, bool reverse) {
+// The sort filter's key is a list (make_multi_attrgetter: "a,b" sorts by a then b), so equal keys
+// compare by == and never reach `<` (sorting [None, None] works in Jinja2).
+Value multi_key(Interp& in, const Value& item, const Value& attribute, bool case_sensitive) {
+  List parts;
+  if (attribute.is_string()) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = attribute.s.find(',', start);
+      const Value one = Value::str(attribute.s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      parts.push_back(sort_key(in, item, one, case_sensitive));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else {
+    parts.push_back(sort_key(in, item, attribute, case_sensitive));
+  }
+  return Value::make_list(std::move(parts));
+}
+
+List sorted(Interp& in, const List& items, const Value& attribute, bool case_sensitive, bool reverse, bool multi) {
   std::vector<std::pair<Value, size_t>> keyed;
-  for (size_t i = 0; i < items.size(); ++i) keyed.emplace_back(sort_key(in, items[i], attribute, case_sensitive), i);
+  for (size_t i = 0; i < items.size(); ++i) {
+    keyed.emplace_back(multi ? multi_key(in, items[i], attribute, case_sensitive)
+                             : sort_key(in, items[i], attribute, case_sensitive),
+                       i);
+  }
   in.tick(items.size());
   // Python's sort is stable and reverse=True keeps equal items in their original order.
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
@@ -185,7 +208,7 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     const bool cs = truthy(r.get(1, "case_sensitive", Value::boolean(false)));
     const Value attribute = r.get(2, "attribute", Value::none());
     r.done(3);
-    return Value::make_list(sorted(in, iterate(v), attribute, cs, reverse));
+    return Value::make_list(sorted(in, iterate(v), attribute, cs, reverse, true));
   }
   if (name == "dictsort") {
     ArgReader r(args, "dictsort");
@@ -197,7 +220,7 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     if (!v.is_dict()) throw_error("TypeError", "dictsort expects a mapping");
     List pairs;
     for (const auto& [k, val] : v.dict->entries) pairs.push_back(Value::make_list({k, val}, true));
-    return Value::make_list(sorted(in, pairs, Value::integer(by == "key" ? 0 : 1), cs, reverse));
+    return Value::make_list(sorted(in, pairs, Value::integer(by == "key" ? 0 : 1), cs, reverse, false));
   }
   if (name == "reverse") {
     if (!args.positional.empty() || !args.keyword.empty()) throw_error("TypeError", "reverse() takes no arguments");

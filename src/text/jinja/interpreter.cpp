@@ -407,7 +407,23 @@ Value Interp::call_macro(const Stmt& s, Scope* def_scope, CallArgs& a) {
 
 void Interp::collect_args(const Expr& e, size_t first, CallArgs& out) {
   for (size_t i = first; i < e.args.size(); ++i) out.positional.push_back(eval(*e.args[i]));
-  for (const auto& [k, v] : e.kwargs) out.keyword.emplace_back(k, eval(*v));
+  for (const auto& [k, v] : e.kwargs) {
+    if (k == "*") {
+      const Value seq = eval(*v);
+      if (seq.is_undefined()) raise_undefined(seq);
+      for (auto& x : iterate(seq)) out.positional.push_back(std::move(x));
+    } else if (k == "**") {
+      const Value d = eval(*v);
+      if (d.is_undefined()) raise_undefined(d);
+      if (!d.is_dict()) throw_error("TypeError", "argument after ** must be a mapping, not " + python_type_name(d));
+      for (const auto& [dk, dv] : d.dict->entries) {
+        if (!dk.is_string()) throw_error("TypeError", "keywords must be strings");
+        out.keyword.emplace_back(dk.s, dv);
+      }
+    } else {
+      out.keyword.emplace_back(k, eval(*v));
+    }
+  }
   out.line = e.line;
 }
 

@@ -201,10 +201,27 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
 
 Value bound(const std::string& name, std::function<Value(CallArgs&)> fn) { return make_builtin(name, std::move(fn)); }
 
+Value str_method_impl(Interp& in, const Value& self, const std::string& name);
+
 Value str_method(Interp& in, const Value& self, const std::string& name) {
+  if (!kStrMethods.count(name)) return Value::undefined("'str object' has no attribute '" + name + "'");
+  static const std::set<std::string> kPositionalOnly = {"replace", "strip", "lstrip", "rstrip", "center",
+                                                        "ljust", "rjust", "zfill", "removeprefix", "removesuffix"};
+  if (kPositionalOnly.count(name)) {
+    // These CPython (<= 3.12) methods take no keyword arguments: check before binding.
+    Value inner = str_method_impl(in, self, name);
+    auto fn = inner.fn;
+    return bound(name, [fn, name](CallArgs& a) {
+      if (!a.keyword.empty()) throw_error("TypeError", "str." + name + "() takes no keyword arguments");
+      return fn->call(a);
+    });
+  }
+  return str_method_impl(in, self, name);
+}
+
+Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
   const std::string s = self.s;
   const bool mk = self.markup;
-  if (!kStrMethods.count(name)) return Value::undefined("'str object' has no attribute '" + name + "'");
   auto strip_m = [s, mk, name](CallArgs& a) {
     ArgReader r(a, name);
     const Value chars = r.get(0, "chars", Value::none());

@@ -458,8 +458,21 @@ class ParserBase {
         expect_op(",");
         if (is_op(")")) break;
       }
-      if (is_op("*") || is_op("**")) fail("unsupported: *args / **kwargs in calls");
+      if (is_op("*") || is_op("**")) {
+        // Stored as keyword entries named "*" / "**" and expanded when the call is evaluated.
+        std::string star = cur().text;
+        bool seen = false;
+        for (const auto& kw : e.kwargs) seen = seen || kw.first == star || kw.first == "**";
+        if (seen) fail("invalid syntax for function call expression", line);
+        advance();
+        e.kwargs.emplace_back(std::move(star), parse_expression(true));
+        require_comma = true;
+        continue;
+      }
       if (cur().type == T::Name && peek().type == T::Op && peek().text == "=") {
+        for (const auto& kw : e.kwargs) {
+          if (kw.first == "**") fail("invalid syntax for function call expression", line);
+        }
         std::string key = cur().text;
         advance();
         advance();

@@ -157,7 +157,10 @@ bool less_than(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  if (a.is_undefined() || b.is_undefined()) throw_error("UndefinedError", "'" + (a.is_undefined() ? a.s : b.s) + "' is undefined");
+  if (a.is_undefined() || b.is_undefined()) {
+    const Value& u = a.is_undefined() ? a : b;
+    throw_error(u.b ? "SecurityError" : "UndefinedError", u.s.empty() ? "undefined value" : u.s);
+  }
   throw_error("TypeError", "'<' not supported between instances of '" + python_type_name(a) + "' and '" +
                                python_type_name(b) + "'");
 }

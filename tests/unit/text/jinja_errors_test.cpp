@@ -39,7 +39,6 @@ TEST(JinjaErrors, UnsupportedFilterNamesFilterAndLine) {
 TEST(JinjaErrors, UnsupportedTagsAreRefused) {
   EXPECT_EQ(parse_error("{% include 'x' %}"), "chat template line 1: unsupported tag 'include'");
   EXPECT_EQ(parse_error("\n{% for x in y recursive %}{% endfor %}"), "chat template line 2: unsupported: recursive for loops");
-  EXPECT_NE(parse_error("{{ f(*args) }}").find("unsupported"), std::string::npos);
 }
 
 TEST(JinjaErrors, UnclosedBlockNamesTheExpectedTag) {
