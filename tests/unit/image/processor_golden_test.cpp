@@ -154,5 +154,31 @@ TEST(ProcessorGolden, PixtralTiny) { run_family("pixtral_tiny"); }
 TEST(ProcessorGolden, Qwen3_5) { run_family("qwen3_5"); }
 TEST(ProcessorGolden, Qwen3_5Tiny) { run_family("qwen3_5_tiny"); }
 
+// The tiny checkpoints ship preprocessor_config.json as hub repos do; each must configure the
+// processor exactly as the settings the oracle's tiny processor goldens were made with.
+TEST(ProcessorGolden, CheckpointPreprocessorConfigsParse) {
+  const std::vector<std::pair<std::string, std::string>> ckpts = {
+      {"lighton_ocr-tiny-bf16", "pixtral_tiny"}, {"mistral3-tiny-bf16-untied", "pixtral_tiny"},
+      {"qwen3_5-tiny-bf16", "qwen3_5_tiny"}};
+  for (const auto& [ckpt, family] : ckpts) {
+    const auto cfg = test::read_json(test::golden_path("ckpt/" + ckpt + "/preprocessor_config.json"));
+    const auto meta = test::read_json(test::golden_path("processor/" + family + "/processor.json"));
+    if (!cfg || !meta) GTEST_SKIP() << "missing tests/golden/ckpt/" << ckpt << "/preprocessor_config.json";
+    const nlohmann::json& ref = (*meta)["image_processor"];
+    if (family == "qwen3_5_tiny") {
+      auto p = Qwen2VLImageProcessor::from_json(*cfg);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      EXPECT_EQ(p->config().max_pixels, ref["size"]["longest_edge"].get<int64_t>());
+      EXPECT_EQ(p->config().min_pixels, ref["size"]["shortest_edge"].get<int64_t>());
+      EXPECT_EQ(p->config().patch_size, ref["patch_size"].get<int64_t>());
+    } else {
+      auto p = PixtralImageProcessor::from_json(*cfg);
+      ASSERT_TRUE(p.ok()) << p.error().message;
+      EXPECT_EQ(p->config().max_height, ref["size"]["longest_edge"].get<int64_t>());
+      EXPECT_EQ(p->config().patch_height, ref["patch_size"].get<int64_t>());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tf
