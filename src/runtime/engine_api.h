@@ -60,7 +60,7 @@ struct Usage {
 };
 
 struct EngineEvent {
-  enum class Kind { Started, Token, Finished, Error } kind;
+  enum class Kind { Started, Token, Finished, Error } kind = Kind::Token;
   // Started: the prompt is built and admitted.
   std::vector<int32_t> prompt_ids;
   // Token: one generated token and the complete UTF-8 text it completes (may be empty).

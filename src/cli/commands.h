@@ -1,0 +1,6 @@
+#pragma once
+namespace tf::cli {
+int ocr_main(int argc, char** argv);       // tensorfold ocr CKPT IMAGE...
+int tokenize_main(int argc, char** argv);  // tensorfold tokenize CKPT (--text S | --messages F)
+int inspect_main(int argc, char** argv);   // tensorfold inspect CKPT
+}  // namespace tf::cli

@@ -1,0 +1,25 @@
+#include "cli/engine_factory.h"
+
+#include "runtime/engine.h"
+
+namespace tf::cli {
+
+EngineFactory engine_factory() {
+  return [](const ServeOptions& o) -> Expected<std::unique_ptr<EngineApi>> {
+    EngineOptions e;
+    e.checkpoint = o.checkpoint;
+    e.backend = o.backend;
+    e.require_vision = o.vision;
+    e.context = o.context;
+    e.parallel = o.parallel;
+    e.no_thinking = o.no_thinking;
+    e.name = o.served_name();
+    e.temperature = o.temperature;
+    e.max_tokens = o.max_tokens;
+    e.image_limits.max_pixels = o.max_image_pixels;
+    TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
+    return std::unique_ptr<EngineApi>(std::move(engine));
+  };
+}
+
+}  // namespace tf::cli

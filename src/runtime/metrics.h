@@ -1,0 +1,30 @@
+// Engine counters for /metrics (Prometheus text exposition). Thread-safe.
+#pragma once
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace tf {
+
+class EngineMetrics {
+ public:
+  void finished(const std::string& reason, int64_t prompt, int64_t output, int64_t cached);
+  void step_seconds(double s);
+  void set_queue_depth(int64_t n) { queue_depth_ = n; }
+  void set_active(int64_t n) { active_ = n; }
+  std::string text() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> finished_;
+  int64_t prompt_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
+  static constexpr std::array<double, 10> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+  std::array<int64_t, kBuckets.size()> bucket_counts_{};
+  int64_t step_count_ = 0;
+  double step_sum_ = 0;
+  std::atomic<int64_t> queue_depth_{0}, active_{0};
+};
+
+}  // namespace tf
