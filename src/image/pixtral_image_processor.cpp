@@ -10,6 +10,7 @@ using namespace image_detail;
 
 Expected<PixtralImageProcessorConfig> PixtralImageProcessorConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) return Error{"preprocessor_config.json: expected a JSON object"};
+  TF_TRY(check_processor_type(j, "Pixtral"));
   PixtralImageProcessorConfig c;
   TF_TRY(get_bool(j, "do_resize", &c.do_resize));
   TF_TRY(get_bool(j, "do_convert_rgb", &c.do_convert_rgb));

@@ -76,6 +76,23 @@ Status get_int_or_hw(const nlohmann::json& j, const char* key, int64_t* h, int64
   return bad(key, "must be a positive integer or {\"height\": h, \"width\": w}, got " + v.dump());
 }
 
+Status check_processor_type(const nlohmann::json& j, const std::string& family_prefix) {
+  if (!j.contains("image_processor_type") || j["image_processor_type"].is_null()) return {};
+  const auto& v = j["image_processor_type"];
+  if (!v.is_string()) return bad("image_processor_type", "must be a string, got " + v.dump());
+  const std::string name = v.get<std::string>();
+  // Only a known other family is a certain mismatch; unknown names (subclasses, renames) are accepted.
+  for (const char* other : {"Pixtral", "Qwen2VL"}) {
+    if (family_prefix != other && name.rfind(other, 0) == 0)
+      return bad("image_processor_type", "is " + name + "; expected " + family_prefix + "ImageProcessor(Fast)");
+  }
+  if (name.size() >= 3 && name.compare(name.size() - 3, 3, "Pil") == 0)
+    return bad("image_processor_type", "is " + name +
+                                           " (the PIL backend); tensorfold reproduces the torchvision backend, " +
+                                           family_prefix + "ImageProcessor(Fast)");
+  return {};
+}
+
 Status read_normalize_params(const nlohmann::json& j, NormalizeParams* p) {
   TF_TRY(get_bool(j, "do_rescale", &p->do_rescale));
   TF_TRY(get_bool(j, "do_normalize", &p->do_normalize));

@@ -26,6 +26,11 @@ Status get_resample(const nlohmann::json& j, const char* key, ResizeFilter* out)
 // An int, or an object {"height": h, "width": w} (HF accepts both for patch_size).
 Status get_int_or_hw(const nlohmann::json& j, const char* key, int64_t* h, int64_t* w);
 
+// image_processor_type, when present, must not name the other family's processor (`Pixtral...` vs
+// `Qwen2VL...`) nor the PIL backend (`...Pil`, which resamples with Pillow): tensorfold reproduces the
+// torchvision backend, Transformers 5's default.
+Status check_processor_type(const nlohmann::json& j, const std::string& family_prefix);
+
 struct NormalizeParams {
   bool do_rescale = true;
   bool do_normalize = true;

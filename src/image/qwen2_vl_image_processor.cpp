@@ -11,6 +11,7 @@ using namespace image_detail;
 
 Expected<Qwen2VLImageProcessorConfig> Qwen2VLImageProcessorConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) return Error{"preprocessor_config.json: expected a JSON object"};
+  TF_TRY(check_processor_type(j, "Qwen2VL"));
   Qwen2VLImageProcessorConfig c;
   TF_TRY(get_bool(j, "do_resize", &c.do_resize));
   TF_TRY(get_bool(j, "do_convert_rgb", &c.do_convert_rgb));

@@ -41,7 +41,8 @@ TEST(PixtralProcessor, BadConfigFieldsAreNamed) {
   const std::vector<std::pair<std::string, json>> bad = {
       {"size", json{{"shortest_edge", 3}}}, {"size", "big"}, {"patch_size", -14}, {"patch_size", 1.5},
       {"resample", 1}, {"image_mean", json{0.5, 0.5}}, {"image_std", json{0.5, 0.0, 0.5}},
-      {"do_resize", "yes"}, {"rescale_factor", 0}};
+      {"do_resize", "yes"}, {"rescale_factor", 0}, {"image_processor_type", "Qwen2VLImageProcessorFast"},
+      {"image_processor_type", "PixtralImageProcessorPil"}};
   for (const auto& [key, value] : bad) {
     auto j = lighton_config();
     j[key] = value;
@@ -135,6 +136,11 @@ TEST(QwenProcessor, ConfigOverridesAndErrors) {
   auto bad = Qwen2VLImageProcessor::from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("merge_size"), std::string::npos);
+  j = qwen_config();
+  j["image_processor_type"] = "Qwen2VLImageProcessor";  // the 5.x name of the torchvision class
+  EXPECT_TRUE(Qwen2VLImageProcessor::from_json(j).ok());
+  j["image_processor_type"] = "PixtralImageProcessorFast";
+  EXPECT_FALSE(Qwen2VLImageProcessor::from_json(j).ok());
 }
 
 TEST(QwenProcessor, PatchLayoutTracesBackToPixels) {
