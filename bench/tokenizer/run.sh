@@ -7,7 +7,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 BUILD="${1:-$ROOT/build-bench}"
-TOKDIR="${2:-$ROOT/tests/data/qwen3}"
+TOKDIR="$(cd "${2:-$ROOT/tests/data/qwen3}" && pwd)"
 MB="${3:-12}"
 REPEATS="${4:-3}"
 CORPUS="$HERE/corpus.txt"
