@@ -199,7 +199,8 @@ class Backend {
   //
   // chunked (torch_chunk_gated_delta_rule, chunk 64): rows are cut into chunks of 64 counted from
   // the first row of the call (the last one shorter: HF's zero padding contributes nothing). Per
-  // chunk, with c = cumsum(g) (sequential f32), P[i][j] = expf(c_i - c_j) for j <= i:
+  // chunk, with c = cumsum(g) (accumulated in double, each prefix rounded to f32, as torch's CPU
+  // cumsum does), P[i][j] = expf(c_i - c_j) for j <= i:
   //   A[i][j] = (kβ_i · k_j) P[i][j] (j < i); [U_v | U_k] = (I + A)^-1 [vβ | kβ ∘ expf(c)] by forward
   //   substitution (u_i = b_i - Σ_{j<i} A[i][j] u_j, increasing j); v' = U_v - U_k S;
   //   o_i = (q_i expf(c_i)) S + Σ_{j<=i} (q_i · k_j) P[i][j] v'_j;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "models/lighton_ocr/model.h"
+#include "models/qwen3_5/model.h"
 
 namespace tf {
 namespace {
@@ -15,6 +16,7 @@ struct Entry {
 const Entry kRegistry[] = {
     {"lighton_ocr", &lighton_ocr::load},
     {"mistral3", &lighton_ocr::load},  // LightOnOCR-1B/2-1B/3-1B as published (qwen3 text_config only)
+    {"qwen3_5", &qwen3_5::load},       // Qwen3.5 / LightOnOCR-3 hybrid (Gated DeltaNet + gated attention)
 };
 
 }  // namespace

@@ -118,8 +118,9 @@ void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k
         const float* K = r.k.data() + c0 * dk;
         const float* V = r.v.data() + c0 * dv;
         const float* B = r.beta.data() + c0;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < L; ++i) cum[i] = acc = acc + r.g[static_cast<size_t>(c0 + i)];
+        // torch's CPU cumsum accumulates float in double and rounds each prefix to f32.
+        double acc = 0.0;
+        for (int64_t i = 0; i < L; ++i) cum[i] = static_cast<float>(acc += r.g[static_cast<size_t>(c0 + i)]);
         for (int64_t i = 0; i < L; ++i)
           for (int64_t j = 0; j <= i; ++j) P[i * C + j] = std::exp(cum[i] - cum[j]);
         // A = strictly_lower((kβ kᵀ) ∘ P); right-hand sides vβ and kβ ∘ exp(cum).

@@ -1,0 +1,69 @@
+// Gated DeltaNet mixer (Qwen3_5GatedDeltaNet.forward): projections, causal conv with the carried
+// window, q/k/v split, fp32 gates, the delta rule (chunked for several tokens, recurrent for one
+// token on a cached state), gated RMSNorm per value head, out_proj.
+#include <numeric>
+
+#include "models/layers/util.h"
+#include "models/qwen3_5/model.h"
+
+namespace tf::qwen3_5 {
+
+namespace {
+constexpr int64_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_size
+}
+
+void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int64_t pos0, const Tensor& out) {
+  Backend& b = backend_;
+  const TextConfig& t = cfg_.text;
+  const LinearAttnWeights& G = w_.layers[l].linear;
+  const DType act = info_.dtype;
+  const int64_t n = x.dim(0), hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
+  const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
+  const int64_t kd = hk * dk, vd = hv * dv, conv_dim = 2 * kd + vd;
+
+  DeviceBuffer qkv = b.alloc(act, {n, conv_dim}), conv = b.alloc(act, {n, conv_dim});  // [n, conv_dim]
+  DeviceBuffer z = b.alloc(act, {n, vd}), bb = b.alloc(act, {n, hv}), aa = b.alloc(act, {n, hv});
+  b.linear(x, G.in_proj_qkv, nullptr, qkv);
+  b.linear(x, G.in_proj_z, nullptr, z);
+  b.linear(x, G.in_proj_b, nullptr, bb);
+  b.linear(x, G.in_proj_a, nullptr, aa);
+  b.causal_conv1d_silu(qkv, G.conv1d, c.conv[l], conv);
+
+  // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
+  const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
+  std::vector<int32_t> rq, rk, rv;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < kd / u; ++j) rq.push_back(static_cast<int32_t>(i * per + j));
+    for (int64_t j = 0; j < kd / u; ++j) rk.push_back(static_cast<int32_t>(i * per + kd / u + j));
+    for (int64_t j = 0; j < vd / u; ++j) rv.push_back(static_cast<int32_t>(i * per + 2 * kd / u + j));
+  }
+  DeviceBuffer q = b.alloc(act, {n, hk, dk}), k = b.alloc(act, {n, hk, dk}), v = b.alloc(act, {n, hv, dv});
+  const Tensor units = conv.tensor().reshaped({n * per, u});
+  b.gather_rows(units, upload_i32(b, rq), q.tensor().reshaped({n * kd / u, u}));
+  b.gather_rows(units, upload_i32(b, rk), k.tensor().reshaped({n * kd / u, u}));
+  b.gather_rows(units, upload_i32(b, rv), v.tensor().reshaped({n * vd / u, u}));
+
+  DeviceBuffer g = b.alloc(DType::F32, {n, hv}), beta = b.alloc(act, {n, hv});
+  b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);
+
+  DeviceBuffer core = b.alloc(act, {n, hv, dv});
+  if (n == 1 && pos0 > 0) {
+    b.gated_delta_rule_recurrent(q, k, v, g, beta, c.state[l], core);
+  } else {
+    // Chunks start at multiples of 64 counted from position 0, so a prefill split at such
+    // multiples reproduces the single full pass bit for bit.
+    const int64_t head = pos0 % kDeltaChunk ? std::min(n, kDeltaChunk - pos0 % kDeltaChunk) : 0;
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, head}, std::pair<int64_t, int64_t>{head, n}}) {
+      if (r1 <= r0) continue;
+      b.gated_delta_rule_chunked(q.tensor().slice_rows(r0, r1), k.tensor().slice_rows(r0, r1),
+                                 v.tensor().slice_rows(r0, r1), g.tensor().slice_rows(r0, r1),
+                                 beta.tensor().slice_rows(r0, r1), c.state[l], core.tensor().slice_rows(r0, r1));
+    }
+  }
+  DeviceBuffer normed = b.alloc(act, {n, vd});
+  b.rms_norm_gated(core.tensor().reshaped({n * hv, dv}), z.tensor().reshaped({n * hv, dv}), G.norm,
+                   static_cast<float>(t.rms_norm_eps), normed.tensor().reshaped({n * hv, dv}));
+  b.linear(normed, G.out_proj, nullptr, out);
+}
+
+}  // namespace tf::qwen3_5

@@ -1,0 +1,117 @@
+#include "models/qwen3_5/model.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace tf::qwen3_5 {
+
+Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weights, Backend& backend) {
+  TF_ASSIGN(Config cfg, parse_config(config));
+  const DType act = weights.dominant_dtype();
+  if (act != DType::BF16 && act != DType::F32)
+    return make_error("checkpoint weights are " + std::string(dtype_name(act)) +
+                      "; tensorfold serves Qwen3.5 in BF16 or F32");
+  TF_ASSIGN(Weights w, load_weights(cfg, weights, backend, act));
+  if (!cfg.has_vision)
+    log_info("--vision: qwen3_5 checkpoint has no image tower; serving text only, and image requests are refused");
+  if (w.mtp.n_tensors > 0)
+    log_info("qwen3_5: " + std::to_string(w.mtp.n_tensors) + " mtp.* tensors mapped (" +
+             std::to_string(w.mtp.layers.size()) + " MTP layer(s)); generation does not use them");
+  const TextConfig& t = cfg.text;
+  ModelInfo info;
+  info.family = "qwen3_5";
+  info.model_type = "qwen3_5";
+  info.dtype = act;
+  info.vocab_size = t.vocab_size;
+  info.hidden_size = t.hidden_size;
+  info.n_layers = t.num_hidden_layers;
+  info.n_kv_heads = t.num_key_value_heads;
+  info.head_dim = t.head_dim;
+  info.max_position_embeddings = t.max_position_embeddings;
+  info.image_token_id = cfg.has_vision ? cfg.image_token_id : -1;
+  info.patch_size = cfg.has_vision ? cfg.vision.patch_size : 0;
+  info.spatial_merge_size = cfg.has_vision ? cfg.vision.spatial_merge_size : 1;
+  info.eos_token_ids = t.eos_token_ids;
+  info.n_params = w.n_params;
+  info.weight_bytes = w.n_bytes;
+  return std::unique_ptr<Model>(new Qwen35Model(std::move(cfg), std::move(weights), std::move(w), backend, info));
+}
+
+int64_t Qwen35Model::n_image_tokens(int64_t height, int64_t width) const {
+  if (!cfg_.has_vision) return 0;
+  const int64_t u = cfg_.vision.patch_size * cfg_.vision.spatial_merge_size;
+  return (height / u) * (width / u);
+}
+
+std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
+  auto c = std::make_unique<Qwen35Cache>();
+  c->capacity_ = capacity;
+  const TextConfig& t = cfg_.text;
+  const int64_t conv_dim = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
+                           t.linear_num_value_heads * t.linear_value_head_dim;
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    if (t.full_attention[static_cast<size_t>(i)]) {
+      c->k.push_back(backend_.alloc(info_.dtype, {capacity, t.num_key_value_heads, t.head_dim}));
+      c->v.push_back(backend_.alloc(info_.dtype, {capacity, t.num_key_value_heads, t.head_dim}));
+      c->conv.emplace_back();
+      c->state.emplace_back();
+    } else {
+      c->k.emplace_back();
+      c->v.emplace_back();
+      c->conv.push_back(backend_.alloc(info_.dtype, {conv_dim, t.linear_conv_kernel_dim - 1}));
+      c->state.push_back(
+          backend_.alloc(DType::F32, {t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
+    }
+  }
+  return c;
+}
+
+Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_token_id,
+                               const std::vector<std::array<int64_t, 3>>& grids, int64_t m) {
+  RopeIndex r;
+  const size_t n = ids.size();
+  r.thw.resize(3 * n);
+  int64_t cur = 0, max_pos = -1;
+  size_t next_grid = 0;
+  for (size_t i = 0; i < n;) {
+    if (ids[i] != image_token_id) {
+      for (int a = 0; a < 3; ++a) r.thw[3 * i + static_cast<size_t>(a)] = static_cast<int32_t>(cur);
+      max_pos = std::max(max_pos, cur);
+      ++cur;
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && ids[j] == image_token_id) ++j;
+    // One run of image tokens may hold several images back to back only if their grids add up.
+    size_t k = i;
+    while (k < j) {
+      if (next_grid >= grids.size())
+        return make_error("rope_index: more image-token runs than images (" + std::to_string(grids.size()) + ")");
+      const auto [gt, gh, gw] = grids[next_grid++];
+      if (gt != 1 || gh % m || gw % m) return make_error("rope_index: unsupported image grid");
+      const int64_t H = gh / m, W = gw / m, cnt = H * W;
+      if (static_cast<int64_t>(j - k) < cnt)
+        return make_error("rope_index: an image needs " + std::to_string(cnt) + " image tokens, the prompt has " +
+                          std::to_string(j - k));
+      for (int64_t q = 0; q < cnt; ++q) {
+        const size_t row = k + static_cast<size_t>(q);
+        r.thw[3 * row] = static_cast<int32_t>(cur);
+        r.thw[3 * row + 1] = static_cast<int32_t>(cur + q / W);
+        r.thw[3 * row + 2] = static_cast<int32_t>(cur + q % W);
+      }
+      max_pos = std::max(max_pos, cur + std::max(H, W) - 1);
+      cur += std::max(H, W);
+      k += static_cast<size_t>(cnt);
+    }
+    i = j;
+  }
+  if (next_grid != grids.size())
+    return make_error("rope_index: " + std::to_string(grids.size()) + " images but " + std::to_string(next_grid) +
+                      " image-token spans");
+  r.rope_delta = max_pos + 1 - static_cast<int64_t>(n);
+  return r;
+}
+
+}  // namespace tf::qwen3_5

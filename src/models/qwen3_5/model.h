@@ -1,0 +1,87 @@
+// Qwen3.5 family (Qwen3_5ForConditionalGeneration, 5.17): Qwen vision tower (patch embed,
+// resampled learned position table, 2D rotary, LayerNorm blocks, 2×2 merger) -> hybrid decoder
+// (Gated DeltaNet layers + gated full attention with interleaved M-RoPE). vision.cpp, text.cpp
+// and gdn.cpp hold the parts; rope_index.cpp the M-RoPE position plan (get_rope_index).
+#pragma once
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "io/weight_map.h"
+#include "models/model.h"
+#include "models/qwen3_5/config.h"
+#include "models/qwen3_5/weights.h"
+
+namespace tf::qwen3_5 {
+
+// get_rope_index for one sequence (no padding): M-RoPE (T, H, W) per token and the rope delta.
+// A run of image_token_id tokens takes the next grid (t, gh, gw in patches, t must be 1):
+// token k of the run gets (cur, cur + k / (gw/m), cur + k % (gw/m)), then cur += max(gh, gw) / m.
+// Text tokens get cur on all axes, cur += 1. rope_delta = max position + 1 - n_tokens.
+struct RopeIndex {
+  std::vector<int32_t> thw;  // [n_tokens][3]
+  int64_t rope_delta = 0;
+};
+Expected<RopeIndex> rope_index(const std::vector<int32_t>& token_ids, int64_t image_token_id,
+                               const std::vector<std::array<int64_t, 3>>& grids, int64_t spatial_merge_size);
+
+// Per-sequence state. Rows must be fed in order: a forward continues at position n_past().
+class Qwen35Cache final : public SequenceCache {
+ public:
+  int64_t capacity() const override { return capacity_; }
+  int64_t n_past() const { return n_past_; }
+  // M-RoPE plan for the prompt: rows [0, thw.size()/3) take these (T, H, W); later rows take
+  // position + rope_delta on all three axes. Without a plan every axis is the position (text only).
+  void set_rope_index(RopeIndex r) { rope_ = std::move(r); }
+  const RopeIndex& rope() const { return rope_; }
+
+  int64_t capacity_ = 0;
+  int64_t n_past_ = 0;
+  RopeIndex rope_;
+  std::vector<DeviceBuffer> k, v;     // per layer (full attention only): [capacity, Hkv, D] act
+  std::vector<DeviceBuffer> conv;     // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
+  std::vector<DeviceBuffer> state;    // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
+};
+
+class Qwen35Model final : public Model {
+ public:
+  Qwen35Model(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
+      : cfg_(std::move(cfg)), wm_(std::move(wm)), w_(std::move(w)), backend_(backend), info_(std::move(info)) {}
+  const ModelInfo& info() const override { return info_; }
+  Backend& backend() override { return backend_; }
+  int64_t n_image_tokens(int64_t height, int64_t width) const override;
+  // images[i].pixel_values: the processor's F32 [gh*gw, C*T*p*p] patches (Qwen2VLImageProcessor
+  // order) or F32 [C, H, W] normalised pixels (patchified here); height/width in pixels.
+  // Returns [Σ n_image_tokens, hidden] in the model dtype. Error when the checkpoint has no tower.
+  Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
+  std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
+  // positions must be n_past .. n_past + n - 1. Multi-token batches run the chunked delta rule
+  // with chunk boundaries at multiples of 64 counted from position 0; a single token on a
+  // non-empty cache runs the recurrent rule (HF's decode path).
+  Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
+  void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
+  const Config& config() const { return cfg_; }
+  const Weights& weights() const { return w_; }
+
+ private:
+  // vision.cpp
+  DeviceBuffer vision_tower(const std::vector<Buffer>& patches, const std::vector<std::pair<int64_t, int64_t>>& grids);
+  // gdn.cpp: one Gated DeltaNet mixer over x[n, hidden] -> out[n, hidden]
+  void gated_deltanet(size_t layer, const Tensor& x, Qwen35Cache& cache, int64_t pos0, const Tensor& out);
+  // text.cpp: one gated full-attention mixer
+  void full_attention(size_t layer, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& slots,
+                      const Tensor& ranges, Qwen35Cache& cache, const Tensor& out);
+
+  Config cfg_;
+  WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)
+  Weights w_;
+  Backend& backend_;
+  ModelInfo info_;
+  CaptureFn capture_;
+};
+
+// Registry entry for "qwen3_5".
+Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weights, Backend& backend);
+
+}  // namespace tf::qwen3_5

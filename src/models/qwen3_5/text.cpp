@@ -1,0 +1,166 @@
+// Qwen3.5 hybrid decoder over one sequence's rows (Qwen3_5TextModel / Qwen3_5DecoderLayer):
+// (1+w) RMSNorm pre-norms, Gated DeltaNet or gated full attention, SwiGLU MLP, final norm and
+// lm_head. Text M-RoPE: cos/sin from per-row (T, H, W) positions with HF's interleaved slots.
+#include <cmath>
+
+#include "models/layers/rope.h"
+#include "models/layers/util.h"
+#include "models/qwen3_5/model.h"
+
+namespace tf::qwen3_5 {
+
+void Qwen35Model::full_attention(size_t l, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& slots,
+                                 const Tensor& ranges, Qwen35Cache& c, const Tensor& out) {
+  Backend& b = backend_;
+  const TextConfig& t = cfg_.text;
+  const FullAttnWeights& A = w_.layers[l].attn;
+  const DType act = info_.dtype;
+  const int64_t n = x.dim(0), nh = t.num_attention_heads, nkv = t.num_key_value_heads, D = t.head_dim;
+  const int64_t qd = nh * D, kvd = nkv * D;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+
+  DeviceBuffer qg = b.alloc(act, {n, 2 * qd});  // per head [query (D) | gate (D)]
+  b.linear(x, A.q_proj, nullptr, qg);
+  std::vector<int32_t> rq(static_cast<size_t>(n * nh)), rg(rq.size());
+  for (int64_t i = 0; i < n * nh; ++i) {
+    rq[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
+    rg[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i + 1);
+  }
+  DeviceBuffer q = b.alloc(act, {n, qd}), gate = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
+               v = b.alloc(act, {n, kvd}), attn = b.alloc(act, {n, qd});
+  const Tensor halves = qg.tensor().reshaped({2 * n * nh, D});
+  b.gather_rows(halves, upload_i32(b, rq), q.tensor().reshaped({n * nh, D}));
+  b.gather_rows(halves, upload_i32(b, rg), gate.tensor().reshaped({n * nh, D}));
+  b.linear(x, A.k_proj, nullptr, k);
+  b.linear(x, A.v_proj, nullptr, v);
+  const Tensor qf = q.tensor().reshaped({n * nh, D}), kf = k.tensor().reshaped({n * nkv, D});
+  b.rms_norm(qf, A.q_norm, eps, RmsNormKind::kOnePlusWeight, qf);
+  b.rms_norm(kf, A.k_norm, eps, RmsNormKind::kOnePlusWeight, kf);
+  const Tensor qh = q.tensor().reshaped({n, nh, D}), kh = k.tensor().reshaped({n, nkv, D});
+  b.rope(qh, cos, sin, qh);  // first rotary_dim dims only (partial rotary)
+  b.rope(kh, cos, sin, kh);
+  b.scatter_rows(kh, slots, c.k[l]);
+  b.scatter_rows(v.tensor().reshaped({n, nkv, D}), slots, c.v[l]);
+  b.attention(qh, c.k[l], c.v[l], ranges, static_cast<float>(std::pow(static_cast<double>(D), -0.5)),
+              attn.tensor().reshaped({n, nh, D}));
+  b.sigmoid_mul(attn, gate, attn);
+  b.linear(attn, A.o_proj, nullptr, out);
+}
+
+Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& seq_cache) {
+  auto* cache = dynamic_cast<Qwen35Cache*>(&seq_cache);
+  if (!cache) return make_error("forward: the cache was not made by this model");
+  const TextConfig& t = cfg_.text;
+  const int64_t n = static_cast<int64_t>(batch.token_ids.size());
+  if (n == 0) return make_error("forward: empty batch");
+  if (batch.positions.size() != batch.token_ids.size())
+    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " + std::to_string(n) +
+                      " tokens");
+  const int64_t pos0 = cache->n_past();
+  if (pos0 + n > cache->capacity())
+    return make_error("forward: positions up to " + std::to_string(pos0 + n - 1) + " exceed the cache capacity " +
+                      std::to_string(cache->capacity()));
+  std::vector<int32_t> image_rows;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
+    if (id < 0 || id >= t.vocab_size)
+      return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
+    if (pos != pos0 + i)
+      return make_error("forward: row " + std::to_string(i) + " has position " + std::to_string(pos) +
+                        "; Qwen3.5's recurrent state needs rows in order from position " + std::to_string(pos0));
+    if (cfg_.has_vision && id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
+  }
+  const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
+  if (n_img != static_cast<int64_t>(image_rows.size()))
+    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " + std::to_string(n_img) +
+                      " image embedding rows");
+  if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != t.hidden_size ||
+                             batch.image_embeds->dtype != info_.dtype))
+    return make_error("forward: image embeddings must be " + std::string(dtype_name(info_.dtype)) + " [n, " +
+                      std::to_string(t.hidden_size) + "]");
+  for (int32_t r : batch.logit_rows)
+    if (r < 0 || r >= n) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+
+  Backend& b = backend_;
+  const DType act = info_.dtype;
+  const int64_t hs = t.hidden_size, it = t.intermediate_size, rd = t.rotary_dim;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const std::string pre = "model.language_model";
+
+  DeviceBuffer ids = upload_i32(b, batch.token_ids);
+  DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the residual stream
+  b.embedding(ids, w_.embed_tokens, h);
+  if (n_img) b.scatter_rows(*batch.image_embeds, upload_i32(b, image_rows), h);  // masked_scatter
+  capture(capture_, b, pre + ".layers.0:input", h);
+
+  // M-RoPE angles: slot i takes the H axis when i % 3 == 1 and i < 3*sec[1], W when i % 3 == 2 and
+  // i < 3*sec[2], else T (apply_interleaved_mrope); emb = cat(freqs, freqs) in rope_cos_sin.
+  const std::vector<float> inv = rope_inv_freq(rd, t.rope_theta);
+  const RopeIndex& plan = cache->rope();
+  const int64_t plan_len = static_cast<int64_t>(plan.thw.size() / 3);
+  Buffer ang(DType::F32, {n, rd / 2});
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i;
+    int64_t thw[3];
+    for (int a = 0; a < 3; ++a)
+      thw[a] = p < plan_len ? plan.thw[static_cast<size_t>(3 * p + a)] : p + (plan_len ? plan.rope_delta : 0);
+    for (int64_t s = 0; s < rd / 2; ++s) {
+      int axis = 0;
+      if (s % 3 == 1 && s < 3 * t.mrope_section[1]) axis = 1;
+      if (s % 3 == 2 && s < 3 * t.mrope_section[2]) axis = 2;
+      ang.as<float>()[i * (rd / 2) + s] = static_cast<float>(thw[axis]) * inv[static_cast<size_t>(s)];
+    }
+  }
+  DeviceBuffer dang = upload_new(b, ang);
+  DeviceBuffer cos = b.alloc(act, {n, rd}), sin = b.alloc(act, {n, rd});
+  b.rope_cos_sin(dang, cos, sin);
+  capture(capture_, b, pre + ".rotary_emb.cos", cos);
+  capture(capture_, b, pre + ".rotary_emb.sin", sin);
+  std::vector<int32_t> ranges(static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) ranges[static_cast<size_t>(2 * i + 1)] = static_cast<int32_t>(pos0 + i + 1);
+  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
+  b.upload(dranges, ranges.data());
+  DeviceBuffer slots = upload_i32(b, batch.positions);
+
+  DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
+  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    const LayerWeights& L = w_.layers[l];
+    const std::string name = pre + ".layers." + std::to_string(l);
+    b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+    if (L.full_attention) {
+      full_attention(l, xn, cos, sin, slots, dranges, *cache, o);
+      capture(capture_, b, name + ".self_attn", o);
+    } else {
+      gated_deltanet(l, xn, *cache, pos0, o);
+      capture(capture_, b, name + ".linear_attn", o);
+    }
+    b.add(h, o, h);
+    b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+    b.linear(xn, L.mlp.gate_proj, nullptr, gate);
+    b.linear(xn, L.mlp.up_proj, nullptr, up);
+    b.silu_mul(gate, up, gate);
+    b.linear(gate, L.mlp.down_proj, nullptr, o);
+    capture(capture_, b, name + ".mlp", o);
+    b.add(h, o, h);
+    capture(capture_, b, name, h);
+  }
+  cache->n_past_ = pos0 + n;
+  b.rms_norm(h, w_.norm, eps, RmsNormKind::kOnePlusWeight, xn);
+  capture(capture_, b, pre + ".norm", xn);
+
+  const int64_t m = static_cast<int64_t>(batch.logit_rows.size());
+  Buffer logits(DType::F32, {m, t.vocab_size});  // [n_logit_rows, vocab]
+  if (m == 0) return logits;
+  DeviceBuffer sel = b.alloc(act, {m, hs});
+  b.gather_rows(xn, upload_i32(b, batch.logit_rows), sel);
+  DeviceBuffer lg = b.alloc(act, {m, t.vocab_size});
+  b.linear(sel, w_.lm_head_weight(), nullptr, lg);
+  capture(capture_, b, "lm_head", lg);
+  DeviceBuffer lf = b.alloc(DType::F32, {m, t.vocab_size});
+  b.cast(lg, lf);
+  b.download(lf, logits.data());
+  return logits;
+}
+
+}  // namespace tf::qwen3_5
