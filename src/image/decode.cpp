@@ -40,10 +40,14 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
 
 std::string_view image_format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::png: return "PNG";
-    case ImageFormat::jpeg: return "JPEG";
-    case ImageFormat::webp: return "WebP";
-    case ImageFormat::unknown: break;
+    case ImageFormat::png:
+      return "PNG";
+    case ImageFormat::jpeg:
+      return "JPEG";
+    case ImageFormat::webp:
+      return "WebP";
+    case ImageFormat::unknown:
+      break;
   }
   return "unknown";
 }
@@ -54,17 +58,23 @@ Expected<Image> decode_image(std::span<const uint8_t> bytes, int index, ImageLim
   const ImageFormat format = sniff_image_format(bytes);
   DecodeResult r;
   switch (format) {
-    case ImageFormat::png: r = decode_png(bytes, limits, mode); break;
-    case ImageFormat::jpeg: r = decode_jpeg(bytes, limits); break;
-    case ImageFormat::webp: r = decode_webp(bytes, limits, mode); break;
+    case ImageFormat::png:
+      r = decode_png(bytes, limits, mode);
+      break;
+    case ImageFormat::jpeg:
+      r = decode_jpeg(bytes, limits);
+      break;
+    case ImageFormat::webp:
+      r = decode_webp(bytes, limits, mode);
+      break;
     case ImageFormat::unknown:
       return Error{who + " is not PNG, JPEG or WebP; send one of those"};
   }
   if (!r.ok) {
     if (r.error.kind == DecodeFailure::too_large) {
       return Error{who + " is " + std::to_string(r.error.width) + "x" + std::to_string(r.error.height) +
-                   " pixels, over the limit of " + std::to_string(limits.max_pixels) +
-                   " pixels (and " + std::to_string(limits.max_side) + " per side); send a smaller image"};
+                   " pixels, over the limit of " + std::to_string(limits.max_pixels) + " pixels (and " +
+                   std::to_string(limits.max_side) + " per side); send a smaller image"};
     }
     return Error{who + " could not be decoded; send PNG, JPEG or WebP"};
   }

@@ -38,7 +38,7 @@ ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
 std::string_view image_format_name(ImageFormat f);
 
 // index_for_messages numbers the image in error messages ("image 2 could not be decoded; ...").
-Expected<Image> decode_image(std::span<const uint8_t> bytes, int index_for_messages,
-                             ImageLimits limits = {}, DecodeMode mode = DecodeMode::chat);
+Expected<Image> decode_image(std::span<const uint8_t> bytes, int index_for_messages, ImageLimits limits = {},
+                             DecodeMode mode = DecodeMode::chat);
 
 }  // namespace tf

@@ -86,7 +86,8 @@ DecodeResult decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limi
     std::vector<uint8_t> gray(n);
     if (!acceptable(tj.h, tjDecompress2(tj.h, src, size, gray.data(), w, 0, h, TJPF_GRAY, 0)))
       return fail_corrupt();
-    for (size_t i = 0; i < n; ++i) r.image.rgb[3 * i] = r.image.rgb[3 * i + 1] = r.image.rgb[3 * i + 2] = gray[i];
+    for (size_t i = 0; i < n; ++i)
+      r.image.rgb[3 * i] = r.image.rgb[3 * i + 1] = r.image.rgb[3 * i + 2] = gray[i];
   } else {
     if (!acceptable(tj.h, tjDecompress2(tj.h, src, size, r.image.rgb.data(), w, 0, h, TJPF_RGB, 0)))
       return fail_corrupt();

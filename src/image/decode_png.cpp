@@ -73,7 +73,8 @@ bool read_header_and_rows(PngState& s, const ImageLimits& limits) {
       }
       png_set_packing(s.png);  // one index per byte; the palette lookup is ours (Pillow's ramp default)
       s.palette.resize(256 * 3);
-      for (int i = 0; i < 256; ++i) s.palette[3 * i] = s.palette[3 * i + 1] = s.palette[3 * i + 2] = uint8_t(i);
+      for (int i = 0; i < 256; ++i)
+        s.palette[3 * i] = s.palette[3 * i + 1] = s.palette[3 * i + 2] = uint8_t(i);
       png_colorp pal = nullptr;
       int n = 0;
       if (png_get_PLTE(s.png, s.info, &pal, &n) != 0 && pal != nullptr) {

@@ -37,7 +37,8 @@ DecodeResult decode_webp(std::span<const uint8_t> bytes, const ImageLimits& limi
   r.image.height = f.height;
   r.image.rgb.resize(n * 3);
   if (mode == DecodeMode::chat) {
-    if (WebPDecodeRGBInto(bytes.data(), bytes.size(), r.image.rgb.data(), r.image.rgb.size(), f.width * 3) == nullptr)
+    if (WebPDecodeRGBInto(bytes.data(), bytes.size(), r.image.rgb.data(), r.image.rgb.size(), f.width * 3) ==
+        nullptr)
       return fail_corrupt();
   } else {
     std::vector<uint8_t> rgba(n * 4);

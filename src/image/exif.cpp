@@ -13,9 +13,7 @@ struct Reader {
   std::span<const uint8_t> d;
   bool little = true;
   bool has(size_t off, size_t n) const { return off <= d.size() && n <= d.size() - off; }
-  uint32_t u16(size_t off) const {
-    return little ? d[off] | (d[off + 1] << 8) : (d[off] << 8) | d[off + 1];
-  }
+  uint32_t u16(size_t off) const { return little ? d[off] | (d[off + 1] << 8) : (d[off] << 8) | d[off + 1]; }
   uint32_t u32(size_t off) const {
     return little ? d[off] | (d[off + 1] << 8) | (d[off + 2] << 16) | (uint32_t(d[off + 3]) << 24)
                   : (uint32_t(d[off]) << 24) | (d[off + 1] << 16) | (d[off + 2] << 8) | d[off + 3];
@@ -45,10 +43,17 @@ int exif_orientation(std::span<const uint8_t> exif) {
     const uint32_t type = r.u16(e + 2), count = r.u32(e + 4);
     if (count != 1) return 1;  // Pillow yields a tuple, which matches no orientation
     switch (type) {
-      case 1: case 6: return exif[e + 8];           // BYTE, SBYTE
-      case 3: case 8: return static_cast<int>(r.u16(e + 8));  // SHORT, SSHORT
-      case 4: case 9: return static_cast<int>(r.u32(e + 8));  // LONG, SLONG
-      default: return 1;
+      case 1:
+      case 6:
+        return exif[e + 8];  // BYTE, SBYTE
+      case 3:
+      case 8:
+        return static_cast<int>(r.u16(e + 8));  // SHORT, SSHORT
+      case 4:
+      case 9:
+        return static_cast<int>(r.u32(e + 8));  // LONG, SLONG
+      default:
+        return 1;
     }
   }
   return 1;
@@ -57,20 +62,41 @@ int exif_orientation(std::span<const uint8_t> exif) {
 namespace {
 
 template <class T>
-std::vector<T> transpose_samples(const std::vector<T>& in, int w, int h, int out_w, int out_h, int orientation) {
+std::vector<T> transpose_samples(const std::vector<T>& in, int w, int h, int out_w, int out_h,
+                                 int orientation) {
   std::vector<T> out(in.size());
   for (int y = 0; y < out_h; ++y) {
     for (int x = 0; x < out_w; ++x) {
       int sx = x, sy = y;  // source column and row in the input
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;
-        case 3: sx = w - 1 - x; sy = h - 1 - y; break;
-        case 4: sy = h - 1 - y; break;
-        case 5: sx = y; sy = x; break;
-        case 6: sx = y; sy = h - 1 - x; break;
-        case 7: sx = w - 1 - y; sy = h - 1 - x; break;
-        case 8: sx = w - 1 - y; sy = x; break;
-        default: break;
+        case 2:
+          sx = w - 1 - x;
+          break;
+        case 3:
+          sx = w - 1 - x;
+          sy = h - 1 - y;
+          break;
+        case 4:
+          sy = h - 1 - y;
+          break;
+        case 5:
+          sx = y;
+          sy = x;
+          break;
+        case 6:
+          sx = y;
+          sy = h - 1 - x;
+          break;
+        case 7:
+          sx = w - 1 - y;
+          sy = h - 1 - x;
+          break;
+        case 8:
+          sx = w - 1 - y;
+          sy = x;
+          break;
+        default:
+          break;
       }
       const size_t s = (static_cast<size_t>(sy) * w + sx) * 3;
       const size_t d = (static_cast<size_t>(y) * out_w + x) * 3;

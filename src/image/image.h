@@ -10,9 +10,9 @@ namespace tf {
 struct Image {
   int width = 0;
   int height = 0;
-  int bit_depth = 8;             // 8: `rgb` holds the samples; 16: `rgb16` does
-  std::vector<uint8_t> rgb;      // [height, width, 3] when bit_depth == 8
-  std::vector<uint16_t> rgb16;   // [height, width, 3] when bit_depth == 16
+  int bit_depth = 8;            // 8: `rgb` holds the samples; 16: `rgb16` does
+  std::vector<uint8_t> rgb;     // [height, width, 3] when bit_depth == 8
+  std::vector<uint16_t> rgb16;  // [height, width, 3] when bit_depth == 16
 };
 
 struct ImageLimits {

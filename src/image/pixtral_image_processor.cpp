@@ -24,8 +24,10 @@ Expected<PixtralImageProcessorConfig> PixtralImageProcessorConfig::from_json(con
     } else if (s.is_object() && s.contains("height") && s.contains("width")) {
       TF_TRY(get_int_or_hw(j, "size", &c.max_height, &c.max_width));
     } else {
-      return Error{"preprocessor_config.json: size must be {\"longest_edge\": n} or {\"height\": h, \"width\": w}, got " +
-                   s.dump()};
+      return Error{
+          "preprocessor_config.json: size must be {\"longest_edge\": n} or {\"height\": h, \"width\": w}, "
+          "got " +
+          s.dump()};
     }
   }
   TF_TRY(get_int_or_hw(j, "patch_size", &c.patch_height, &c.patch_width));

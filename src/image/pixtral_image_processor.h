@@ -17,13 +17,12 @@ namespace tf {
 
 struct PixtralImageProcessorConfig {
   bool do_resize = true;
-  bool do_convert_rgb = true;  // decode_image already yields RGB; kept for the report
+  bool do_convert_rgb = true;                   // decode_image already yields RGB; kept for the report
   int64_t max_height = 1024, max_width = 1024;  // size.longest_edge, or size.height / size.width
   int64_t patch_height = 16, patch_width = 16;  // patch_size
   ResizeFilter resample = ResizeFilter::bicubic;
-  image_detail::NormalizeParams normalize{true, true, 1.0 / 255.0,
-                                          {0.48145466, 0.4578275, 0.40821073},
-                                          {0.26862954, 0.26130258, 0.27577711}};
+  image_detail::NormalizeParams normalize{
+      true, true, 1.0 / 255.0, {0.48145466, 0.4578275, 0.40821073}, {0.26862954, 0.26130258, 0.27577711}};
 
   // Missing fields keep HF's defaults (above); present ones are validated.
   static Expected<PixtralImageProcessorConfig> from_json(const nlohmann::json& j);

@@ -28,7 +28,8 @@ Status get_positive_int(const nlohmann::json& j, const char* key, int64_t* out) 
 Status get_positive_double(const nlohmann::json& j, const char* key, double* out) {
   if (!j.contains(key) || j[key].is_null()) return {};
   const auto& v = j[key];
-  if (!v.is_number() || !(v.get<double>() > 0.0)) return bad(key, "must be a positive number, got " + v.dump());
+  if (!v.is_number() || !(v.get<double>() > 0.0))
+    return bad(key, "must be a positive number, got " + v.dump());
   *out = v.get<double>();
   return {};
 }
@@ -53,8 +54,12 @@ Status get_resample(const nlohmann::json& j, const char* key, ResizeFilter* out)
   const auto& v = j[key];
   if (!v.is_number_integer()) return bad(key, "must be a PIL resample code, got " + v.dump());
   switch (v.get<int64_t>()) {
-    case 2: *out = ResizeFilter::bilinear; return {};
-    case 3: *out = ResizeFilter::bicubic; return {};
+    case 2:
+      *out = ResizeFilter::bilinear;
+      return {};
+    case 3:
+      *out = ResizeFilter::bicubic;
+      return {};
     default:
       return bad(key, "is " + v.dump() + "; tensorfold implements 2 (bilinear) and 3 (bicubic)");
   }
@@ -84,12 +89,13 @@ Status check_processor_type(const nlohmann::json& j, const std::string& family_p
   // Only a known other family is a certain mismatch; unknown names (subclasses, renames) are accepted.
   for (const char* other : {"Pixtral", "Qwen2VL"}) {
     if (family_prefix != other && name.rfind(other, 0) == 0)
-      return bad("image_processor_type", "is " + name + "; expected " + family_prefix + "ImageProcessor(Fast)");
+      return bad("image_processor_type",
+                 "is " + name + "; expected " + family_prefix + "ImageProcessor(Fast)");
   }
   if (name.size() >= 3 && name.compare(name.size() - 3, 3, "Pil") == 0)
-    return bad("image_processor_type", "is " + name +
-                                           " (the PIL backend); tensorfold reproduces the torchvision backend, " +
-                                           family_prefix + "ImageProcessor(Fast)");
+    return bad("image_processor_type",
+               "is " + name + " (the PIL backend); tensorfold reproduces the torchvision backend, " +
+                   family_prefix + "ImageProcessor(Fast)");
   return {};
 }
 

@@ -52,10 +52,10 @@ struct ResizedPlanes {
 // (8-bit) or the float path with a truncating cast back (16-bit).
 ResizedPlanes resize_planes(const Image& image, int out_h, int out_w, ResizeFilter filter);
 
-// [3, plane] uint8 (or uint16) -> [3, plane] f32, as TorchvisionBackend.rescale_and_normalize: with rescale and
-// normalize, mean' = f32(mean) * f32(1 / rescale_factor) and std' likewise (f32 products), then
-// (f32(x) - mean') / std' (a subtract then a true divide); normalize only: (x - mean) / std;
-// rescale only: f32(x) * f32(rescale_factor); neither: f32(x).
+// [3, plane] uint8 (or uint16) -> [3, plane] f32, as TorchvisionBackend.rescale_and_normalize: with rescale
+// and normalize, mean' = f32(mean) * f32(1 / rescale_factor) and std' likewise (f32 products), then (f32(x) -
+// mean') / std' (a subtract then a true divide); normalize only: (x - mean) / std; rescale only: f32(x) *
+// f32(rescale_factor); neither: f32(x).
 void rescale_normalize(const ResizedPlanes& planes, float* out, const NormalizeParams& p);
 
 }  // namespace tf::image_detail

@@ -42,13 +42,14 @@ Expected<Qwen2VLImageProcessor> Qwen2VLImageProcessor::from_json(const nlohmann:
 
 Expected<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t width, int64_t factor,
                                                         int64_t min_pixels, int64_t max_pixels) {
-  const double h = static_cast<double>(height), w = static_cast<double>(width), f = static_cast<double>(factor);
+  const double h = static_cast<double>(height), w = static_cast<double>(width),
+               f = static_cast<double>(factor);
   const double aspect = std::max(h, w) / std::min(h, w);
   if (aspect > 200) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.6g", aspect);
-    return Error{"aspect ratio " + std::string(buf) + " (" + std::to_string(width) + "x" + std::to_string(height) +
-                 ") is over the limit of 200"};
+    return Error{"aspect ratio " + std::string(buf) + " (" + std::to_string(width) + "x" +
+                 std::to_string(height) + ") is over the limit of 200"};
   }
   // Python's round() on a float: nearest, ties to even (nearbyint in the default rounding mode).
   int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
@@ -65,7 +66,8 @@ Expected<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t 
   return std::pair<int64_t, int64_t>{h_bar, w_bar};
 }
 
-Expected<std::pair<int64_t, int64_t>> Qwen2VLImageProcessor::target_size(int height, int width, int index) const {
+Expected<std::pair<int64_t, int64_t>> Qwen2VLImageProcessor::target_size(int height, int width,
+                                                                         int index) const {
   auto r = qwen_smart_resize(height, width, config_.patch_size * config_.merge_size, config_.min_pixels,
                              config_.max_pixels);
   if (!r.ok()) return Error{"image " + std::to_string(index) + " has an " + r.error().message};

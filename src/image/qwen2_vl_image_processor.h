@@ -25,9 +25,8 @@ struct Qwen2VLImageProcessorConfig {
   int64_t temporal_patch_size = 2;
   int64_t merge_size = 2;
   ResizeFilter resample = ResizeFilter::bicubic;
-  image_detail::NormalizeParams normalize{true, true, 1.0 / 255.0,
-                                          {0.48145466, 0.4578275, 0.40821073},
-                                          {0.26862954, 0.26130258, 0.27577711}};
+  image_detail::NormalizeParams normalize{
+      true, true, 1.0 / 255.0, {0.48145466, 0.4578275, 0.40821073}, {0.26862954, 0.26130258, 0.27577711}};
 
   static Expected<Qwen2VLImageProcessorConfig> from_json(const nlohmann::json& j);
 };
@@ -42,7 +41,7 @@ struct Qwen2VLProcessedImage {
   int height = 0;       // after resizing
   int width = 0;
   std::array<int64_t, 3> grid_thw{};  // image_grid_thw: [1, height / patch, width / patch]
-  int64_t n_image_tokens = 0;          // t * h * w / merge^2
+  int64_t n_image_tokens = 0;         // t * h * w / merge^2
 };
 
 class Qwen2VLImageProcessor {

@@ -29,10 +29,10 @@ enum class ResizeFilter { bilinear, bicubic };
 // Per-axis resampling plan: exposed for tests and for anyone who wants to inspect weights.
 struct AxisResample {
   int in_size = 0, out_size = 0;
-  int ksize = 0;               // weights stored per output index (PyTorch's max_interp_size)
-  int precision = 0;           // fixed-point bits
-  std::vector<int> xmin;       // [out_size]
-  std::vector<int> xsize;      // [out_size]
+  int ksize = 0;                 // weights stored per output index (PyTorch's max_interp_size)
+  int precision = 0;             // fixed-point bits
+  std::vector<int> xmin;         // [out_size]
+  std::vector<int> xsize;        // [out_size]
   std::vector<int16_t> weights;  // [out_size, ksize]
 };
 
@@ -45,8 +45,8 @@ std::vector<uint8_t> resize_aa_u8(std::span<const uint8_t> planes, int channels,
 // The same interpolate on float32 planes: PyTorch's generic separable kernel with float32 weights
 // (scale, support and centre rounded to float, weights normalized in float) and a float dot product
 // t0*w0 + t1*w1 + ... in tap order; no intermediate rounding between the passes.
-std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, int height, int width, int out_h,
-                                 int out_w, ResizeFilter filter);
+std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, int height, int width,
+                                 int out_h, int out_w, ResizeFilter filter);
 
 // torchvision's resize_image on uint16 planes (16-bit PNGs in Transformers' chat path): cast to f32,
 // resize_aa_f32, then .to(uint16) with neither clamp nor rounding.

@@ -55,7 +55,8 @@ PlanF32 plan_f32(int in_size, int out_size, ResizeFilter filter) {
   p.weights.assign(static_cast<size_t>(out_size) * ksize, 0.0f);
   for (int i = 0; i < out_size; ++i) {
     const float center = static_cast<float>(static_cast<double>(scale) * (i + 0.5));
-    const int64_t xmin = std::max(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), int64_t{0});
+    const int64_t xmin =
+        std::max(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), int64_t{0});
     int64_t xsize =
         std::min(static_cast<int64_t>(static_cast<double>(center + support) + 0.5), int64_t{in_size}) - xmin;
     xsize = std::clamp(xsize, int64_t{0}, int64_t{ksize});
@@ -84,8 +85,8 @@ inline float dot(const float* src, int64_t stride, const float* w, int n) {
 
 }  // namespace
 
-std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, int height, int width, int out_h,
-                                 int out_w, ResizeFilter filter) {
+std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, int height, int width,
+                                 int out_h, int out_w, ResizeFilter filter) {
   TF_CHECK(channels > 0 && height > 0 && width > 0 && out_h > 0 && out_w > 0);
   TF_CHECK(planes.size() == static_cast<size_t>(channels) * height * width);
   std::vector<float> cur(planes.begin(), planes.end());
@@ -97,8 +98,8 @@ std::vector<float> resize_aa_f32(std::span<const float> planes, int channels, in
     global_pool().parallel_for(static_cast<int64_t>(channels) * height, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         for (int x = 0; x < out_w; ++x)
-          next[r * out_w + x] = dot(&cur[r * width + p.xmin[x]], 1, &p.weights[static_cast<size_t>(x) * p.ksize],
-                                    p.xsize[x]);
+          next[r * out_w + x] =
+              dot(&cur[r * width + p.xmin[x]], 1, &p.weights[static_cast<size_t>(x) * p.ksize], p.xsize[x]);
     });
     cur.swap(next);
     cur_w = out_w;

@@ -90,8 +90,10 @@ TEST(DecodeErrors, HugeDeclaredDimensionsAreRefusedBeforeAllocation) {
   auto jpg = test::encode_jpeg(sample_rgb(8, 8), 8, 8, TJPF_RGB, TJSAMP_444, 90);
   for (size_t i = 2; i + 8 < jpg.size(); ++i) {
     if (jpg[i] == 0xff && jpg[i + 1] == 0xc0) {
-      jpg[i + 5] = 0xea; jpg[i + 6] = 0x60;  // height 60000
-      jpg[i + 7] = 0xea; jpg[i + 8] = 0x60;  // width 60000
+      jpg[i + 5] = 0xea;
+      jpg[i + 6] = 0x60;  // height 60000
+      jpg[i + 7] = 0xea;
+      jpg[i + 8] = 0x60;  // width 60000
       break;
     }
   }
@@ -102,8 +104,10 @@ TEST(DecodeErrors, HugeDeclaredDimensionsAreRefusedBeforeAllocation) {
 
 TEST(DecodeErrors, RandomGarbageAfterMagic) {
   std::mt19937 rng(7);
-  for (const std::vector<uint8_t>& magic : std::vector<std::vector<uint8_t>>{
-           {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a}, {0xff, 0xd8, 0xff}, {'R', 'I', 'F', 'F', 9, 9, 9, 9, 'W', 'E', 'B', 'P'}}) {
+  for (const std::vector<uint8_t>& magic :
+       std::vector<std::vector<uint8_t>>{{0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a},
+                                         {0xff, 0xd8, 0xff},
+                                         {'R', 'I', 'F', 'F', 9, 9, 9, 9, 'W', 'E', 'B', 'P'}}) {
     for (int t = 0; t < 20; ++t) {
       std::vector<uint8_t> b = magic;
       for (int i = 0; i < 200; ++i) b.push_back(static_cast<uint8_t>(rng()));

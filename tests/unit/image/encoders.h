@@ -17,10 +17,10 @@ struct PngSpec {
   int color_type = PNG_COLOR_TYPE_RGB;
   int bit_depth = 8;
   bool interlace = false;
-  std::vector<uint8_t> rows;          // packed rows exactly as PNG stores them (big-endian 16-bit)
-  std::vector<png_color> palette;     // PLTE entries
-  std::vector<uint8_t> trns;          // palette alpha entries
-  std::vector<uint8_t> exif;          // eXIf payload
+  std::vector<uint8_t> rows;       // packed rows exactly as PNG stores them (big-endian 16-bit)
+  std::vector<png_color> palette;  // PLTE entries
+  std::vector<uint8_t> trns;       // palette alpha entries
+  std::vector<uint8_t> exif;       // eXIf payload
 };
 
 inline PngSpec png_spec(int w, int h, int color_type = PNG_COLOR_TYPE_RGB, int bit_depth = 8) {
@@ -59,8 +59,8 @@ inline bool encode_png_into(const PngSpec& s, std::vector<uint8_t>* out) {
                PNG_FILTER_TYPE_DEFAULT);
   if (!s.palette.empty()) png_set_PLTE(png, info, s.palette.data(), static_cast<int>(s.palette.size()));
   if (!s.trns.empty()) png_set_tRNS(png, info, s.trns.data(), static_cast<int>(s.trns.size()), nullptr);
-  if (!s.exif.empty()) png_set_eXIf_1(png, info, static_cast<png_uint_32>(s.exif.size()),
-                                      const_cast<png_bytep>(s.exif.data()));
+  if (!s.exif.empty())
+    png_set_eXIf_1(png, info, static_cast<png_uint_32>(s.exif.size()), const_cast<png_bytep>(s.exif.data()));
   png_write_info(png, info);
   const size_t rb = png_rowbytes(s);
   for (int y = 0; y < s.height; ++y) rows[y] = const_cast<png_bytep>(s.rows.data() + y * rb);
@@ -91,7 +91,8 @@ inline std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& pixels, int 
 }
 
 // Inserts an APP1 "Exif\0\0" segment right after SOI.
-inline std::vector<uint8_t> jpeg_with_exif(const std::vector<uint8_t>& jpeg, const std::vector<uint8_t>& tiff) {
+inline std::vector<uint8_t> jpeg_with_exif(const std::vector<uint8_t>& jpeg,
+                                           const std::vector<uint8_t>& tiff) {
   std::vector<uint8_t> out(jpeg.begin(), jpeg.begin() + 2);
   const size_t len = 2 + 6 + tiff.size();
   out.insert(out.end(), {0xff, 0xe1, uint8_t(len >> 8), uint8_t(len & 0xff), 'E', 'x', 'i', 'f', 0, 0});
@@ -103,10 +104,10 @@ inline std::vector<uint8_t> jpeg_with_exif(const std::vector<uint8_t>& jpeg, con
 // A minimal TIFF/EXIF block with one IFD0 entry: Orientation (0x0112), SHORT, count 1.
 inline std::vector<uint8_t> exif_orientation_tiff(int orientation, bool big_endian) {
   if (big_endian)
-    return {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, uint8_t(orientation), 0, 0,
-            0, 0, 0, 0};
-  return {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, uint8_t(orientation), 0, 0, 0,
-          0, 0, 0, 0};
+    return {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, uint8_t(orientation),
+            0,   0,   0, 0,  0, 0};
+  return {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, uint8_t(orientation),
+          0,   0,   0,  0, 0, 0, 0};
 }
 
 inline std::vector<uint8_t> encode_webp_lossless_rgba(const std::vector<uint8_t>& rgba, int w, int h) {

@@ -42,8 +42,8 @@ TEST(Exif, OrientationParsesBothByteOrders) {
       EXPECT_EQ(exif_orientation(with_prefix), o);
     }
   }
-  EXPECT_EQ(exif_orientation(std::vector<uint8_t>{'I', 'I', 42}), 1);       // truncated
-  EXPECT_EQ(exif_orientation(std::vector<uint8_t>(40, 0xee)), 1);          // garbage
+  EXPECT_EQ(exif_orientation(std::vector<uint8_t>{'I', 'I', 42}), 1);  // truncated
+  EXPECT_EQ(exif_orientation(std::vector<uint8_t>(40, 0xee)), 1);      // garbage
   auto far = test::exif_orientation_tiff(6, false);
   far[4] = 0xff;  // IFD offset past the end
   EXPECT_EQ(exif_orientation(far), 1);
@@ -54,7 +54,9 @@ TEST(Exif, TransposeGeometryMatchesPilOperations) {
   // definitions: FLIP_LEFT_RIGHT, ROTATE_180, FLIP_TOP_BOTTOM, TRANSPOSE (swap x and y),
   // ROTATE_270 (90 degrees clockwise), TRANSVERSE, ROTATE_90 (90 degrees counter-clockwise).
   const Image in = corner_image();
-  struct Case { int o, w, h, tl_x, tl_y, tr_x, tr_y; };
+  struct Case {
+    int o, w, h, tl_x, tl_y, tr_x, tr_y;
+  };
   const Case cases[] = {
       {1, 3, 2, 0, 0, 2, 0}, {2, 3, 2, 2, 0, 0, 0}, {3, 3, 2, 2, 1, 0, 1}, {4, 3, 2, 0, 1, 2, 1},
       {5, 2, 3, 0, 0, 0, 2}, {6, 2, 3, 1, 0, 1, 2}, {7, 2, 3, 1, 2, 1, 0}, {8, 2, 3, 0, 2, 0, 0},
@@ -82,7 +84,8 @@ TEST(Exif, JpegApp1OrientationIsApplied) {
     const Image want = apply_orientation(base, o);
     EXPECT_EQ(got.width, want.width) << o;
     EXPECT_EQ(got.rgb, want.rgb) << o;
-    const Image chat = must_decode(test::jpeg_with_exif(jpg, test::exif_orientation_tiff(o, false)), DecodeMode::chat);
+    const Image chat =
+        must_decode(test::jpeg_with_exif(jpg, test::exif_orientation_tiff(o, false)), DecodeMode::chat);
     EXPECT_EQ(chat.rgb, base.rgb) << "chat path must ignore orientation " << o;
   }
 }
@@ -106,12 +109,13 @@ std::vector<uint8_t> webp_with_exif(const std::vector<uint8_t>& simple, int w, i
   put24(h - 1);
   body.insert(body.end(), simple.begin() + 12, simple.end());
   const uint32_t n = static_cast<uint32_t>(exif.size());
-  body.insert(body.end(), {'E', 'X', 'I', 'F', uint8_t(n), uint8_t(n >> 8), uint8_t(n >> 16), uint8_t(n >> 24)});
+  body.insert(body.end(),
+              {'E', 'X', 'I', 'F', uint8_t(n), uint8_t(n >> 8), uint8_t(n >> 16), uint8_t(n >> 24)});
   body.insert(body.end(), exif.begin(), exif.end());
   if (n & 1) body.push_back(0);
   const uint32_t riff = static_cast<uint32_t>(body.size());
-  std::vector<uint8_t> out = {'R', 'I', 'F', 'F', uint8_t(riff), uint8_t(riff >> 8), uint8_t(riff >> 16),
-                              uint8_t(riff >> 24)};
+  std::vector<uint8_t> out = {
+      'R', 'I', 'F', 'F', uint8_t(riff), uint8_t(riff >> 8), uint8_t(riff >> 16), uint8_t(riff >> 24)};
   out.insert(out.end(), body.begin(), body.end());
   return out;
 }

@@ -15,7 +15,9 @@
 
 namespace tf::test {
 
-inline std::string golden_path(const std::string& rel) { return std::string(TF_SOURCE_DIR) + "/tests/golden/" + rel; }
+inline std::string golden_path(const std::string& rel) {
+  return std::string(TF_SOURCE_DIR) + "/tests/golden/" + rel;
+}
 
 inline std::optional<std::vector<uint8_t>> read_file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

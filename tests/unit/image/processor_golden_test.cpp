@@ -35,7 +35,8 @@ Image image_from_golden_rgb(const test::GoldenTensor& t) {
 void run_family(const std::string& family) {
   const std::string dir = "processor/" + family + "/";
   const auto meta = test::read_json(test::golden_path(dir + "processor.json"));
-  if (!meta) GTEST_SKIP() << "missing golden tests/golden/" << dir << "processor.json (oracle: ref.py processor)";
+  if (!meta)
+    GTEST_SKIP() << "missing golden tests/golden/" << dir << "processor.json (oracle: ref.py processor)";
   const auto store = test::read_safetensors(test::golden_path(dir + "tensors.safetensors"));
   const nlohmann::json& hashes = (*meta)["hashed_tensors"];
   const nlohmann::json& ipcfg = (*meta)["image_processor"];
@@ -59,8 +60,9 @@ void run_family(const std::string& family) {
     if (rec.contains("load_image_sha256")) {
       auto pil = decode_image(*bytes, 0, {}, DecodeMode::pil);
       ++t.pil_total;
-      const bool same = pil.ok() && pil->bit_depth == 8 &&
-                        sha256_hex(pil->rgb.data(), pil->rgb.size()) == rec["load_image_sha256"].get<std::string>();
+      const bool same =
+          pil.ok() && pil->bit_depth == 8 &&
+          sha256_hex(pil->rgb.data(), pil->rgb.size()) == rec["load_image_sha256"].get<std::string>();
       t.pil += same;
       EXPECT_TRUE(same) << "DecodeMode::pil differs from load_image";
     }
@@ -82,9 +84,9 @@ void run_family(const std::string& family) {
     t.rgb += rgb_same;
     if (!rgb_same) {
       const auto [nd, mx] = test::u8_diff(g_rgb, decoded->rgb);
-      ADD_FAILURE() << "decoded RGB differs: got " << decoded->width << "x" << decoded->height << ", golden H,W "
-                    << chat_shape[0] << "," << chat_shape[1] << " (" << rec["chat_dtype"] << "); " << nd
-                    << " values differ, max " << mx;
+      ADD_FAILURE() << "decoded RGB differs: got " << decoded->width << "x" << decoded->height
+                    << ", golden H,W " << chat_shape[0] << "," << chat_shape[1] << " (" << rec["chat_dtype"]
+                    << "); " << nd << " values differ, max " << mx;
     }
     if (rec.contains("process_error")) continue;
     // Preprocess the oracle's RGB (isolates the processor from the decoder); large ones are stored as a
@@ -117,7 +119,8 @@ void run_family(const std::string& family) {
       pout = std::move(p).value();
       pv_data = pout.pixel_values.data();
       pv_bytes = pout.pixel_values.nbytes();
-      EXPECT_EQ((std::vector<int64_t>{pout.height, pout.width}), rec["image_sizes"].get<std::vector<int64_t>>());
+      EXPECT_EQ((std::vector<int64_t>{pout.height, pout.width}),
+                rec["image_sizes"].get<std::vector<int64_t>>());
       EXPECT_EQ(pix->n_image_tokens(pout.height, pout.width, 2), rec["n_image_tokens"].get<int64_t>());
     }
     ++t.processed;
@@ -144,9 +147,10 @@ void run_family(const std::string& family) {
     t.pv += pv_same;
     EXPECT_TRUE(pv_same) << "pixel_values differ (shape golden " << nlohmann::json(g_pv.shape).dump() << ")";
   }
-  std::printf("%s goldens: chat decode %d/%d, load_image decode %d/%d, resized %d/%d, pixel_values %d/%d "
-              "bit-exact\n", family.c_str(), t.rgb, t.rgb_total, t.pil, t.pil_total, t.resized, t.processed, t.pv,
-              t.processed);
+  std::printf(
+      "%s goldens: chat decode %d/%d, load_image decode %d/%d, resized %d/%d, pixel_values %d/%d "
+      "bit-exact\n",
+      family.c_str(), t.rgb, t.rgb_total, t.pil, t.pil_total, t.resized, t.processed, t.pv, t.processed);
 }
 
 TEST(ProcessorGolden, Pixtral) { run_family("pixtral"); }
@@ -158,7 +162,8 @@ TEST(ProcessorGolden, Qwen3_5Tiny) { run_family("qwen3_5_tiny"); }
 // processor exactly as the settings the oracle's tiny processor goldens were made with.
 TEST(ProcessorGolden, CheckpointPreprocessorConfigsParse) {
   const std::vector<std::pair<std::string, std::string>> ckpts = {
-      {"lighton_ocr-tiny-bf16", "pixtral_tiny"}, {"mistral3-tiny-bf16-untied", "pixtral_tiny"},
+      {"lighton_ocr-tiny-bf16", "pixtral_tiny"},
+      {"mistral3-tiny-bf16-untied", "pixtral_tiny"},
       {"qwen3_5-tiny-bf16", "qwen3_5_tiny"}};
   for (const auto& [ckpt, family] : ckpts) {
     const auto cfg = test::read_json(test::golden_path("ckpt/" + ckpt + "/preprocessor_config.json"));

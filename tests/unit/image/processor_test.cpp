@@ -39,9 +39,16 @@ TEST(PixtralProcessor, ConfigFields) {
 
 TEST(PixtralProcessor, BadConfigFieldsAreNamed) {
   const std::vector<std::pair<std::string, json>> bad = {
-      {"size", json{{"shortest_edge", 3}}}, {"size", "big"}, {"patch_size", -14}, {"patch_size", 1.5},
-      {"resample", 1}, {"image_mean", json{0.5, 0.5}}, {"image_std", json{0.5, 0.0, 0.5}},
-      {"do_resize", "yes"}, {"rescale_factor", 0}, {"image_processor_type", "Qwen2VLImageProcessorFast"},
+      {"size", json{{"shortest_edge", 3}}},
+      {"size", "big"},
+      {"patch_size", -14},
+      {"patch_size", 1.5},
+      {"resample", 1},
+      {"image_mean", json{0.5, 0.5}},
+      {"image_std", json{0.5, 0.0, 0.5}},
+      {"do_resize", "yes"},
+      {"rescale_factor", 0},
+      {"image_processor_type", "Qwen2VLImageProcessorFast"},
       {"image_processor_type", "PixtralImageProcessorPil"}};
   for (const auto& [key, value] : bad) {
     auto j = lighton_config();

@@ -25,8 +25,8 @@ TEST(ResizeGolden, TorchvisionBicubicAntialiasBitExact) {
     ASSERT_EQ(c.value("interpolation", "bicubic"), "bicubic");
     const auto& in = store.at(name + ".input");
     const auto& want = store.at(name + ".output");
-    const auto got = resize_aa_u8(in.bytes, in_chw[0], in_chw[1], in_chw[2], out_hw[0], out_hw[1],
-                                  ResizeFilter::bicubic);
+    const auto got =
+        resize_aa_u8(in.bytes, in_chw[0], in_chw[1], in_chw[2], out_hw[0], out_hw[1], ResizeFilter::bicubic);
     ++n;
     size_t diff = 0;
     int max_diff = 0;
@@ -36,8 +36,9 @@ TEST(ResizeGolden, TorchvisionBicubicAntialiasBitExact) {
     }
     const bool same = got.size() == want.bytes.size() && diff == 0;
     n_exact += same;
-    EXPECT_TRUE(same) << name << " " << in_chw[1] << "x" << in_chw[2] << " -> " << out_hw[0] << "x" << out_hw[1]
-                      << ": " << diff << " of " << got.size() << " values differ, max " << max_diff;
+    EXPECT_TRUE(same) << name << " " << in_chw[1] << "x" << in_chw[2] << " -> " << out_hw[0] << "x"
+                      << out_hw[1] << ": " << diff << " of " << got.size() << " values differ, max "
+                      << max_diff;
   }
   std::printf("resize goldens: %d of %d bit-exact\n", n_exact, n);
 }
