@@ -17,6 +17,8 @@
 //   - the horizontal pass runs first into a uint8 buffer, then the vertical pass; an axis whose size
 //     does not change is skipped, and an unchanged size is a plain copy.
 // The AVX2 kernels and the scalar fallback compute the same integers, so one implementation covers both.
+// Rows are spread over global_pool() (results do not depend on the thread count); like every user of
+// that pool, call it from one thread at a time and never from inside a parallel_for body.
 #pragma once
 #include <cstdint>
 #include <span>
