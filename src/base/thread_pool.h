@@ -17,13 +17,15 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   int size() const { return n_threads_; }
-  // fn(begin, end) over disjoint ranges covering [0, n); blocks until all are done.
+  // fn(begin, end) over disjoint ranges covering [0, n); blocks until all are done. Callers on
+  // different threads take turns (one job at a time); fn must not call parallel_for itself.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void worker(int index);
   int n_threads_;
   std::vector<std::thread> threads_;
+  std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
