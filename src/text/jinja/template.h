@@ -8,6 +8,7 @@
 // with tojson = json.dumps(ensure_ascii=False, ...), raise_exception and strftime_now globals.
 // Errors are one line: "chat template line N: <what>"; raise_exception("msg") gives exactly "msg".
 // Constructs the engine does not implement fail with an error naming them, never a wrong render.
+// A parsed Template is immutable: render() may run concurrently from several threads.
 #pragma once
 #include <memory>
 #include <string>
