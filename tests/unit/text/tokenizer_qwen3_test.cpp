@@ -2,6 +2,9 @@
 // tests/data/qwen3/golden_encodings.jsonl (315 strings; see /work/shared NOTE in the commit message).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"
 #include "tokenizer_test_util.h"
@@ -138,6 +141,25 @@ TEST(TokenizerQwen3, IncrementalDetokenizerMatchesDecodeOnGoldens) {
     }
   }
   EXPECT_GT(split_chars, 10u) << "the goldens should include characters split across tokens";
+}
+
+TEST(TokenizerQwen3, ConcurrentEncodeGivesTheGoldenIds) {
+  REQUIRE_QWEN3();
+  const Tokenizer& t = *qwen3();
+  const auto lines = read_jsonl(source_path("tests/data/qwen3/golden_encodings.jsonl"));
+  std::atomic<size_t> wrong{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      for (size_t k = static_cast<size_t>(w); k < lines.size() * 2; k += 3) {
+        const auto& g = lines[k % lines.size()];
+        auto got = t.encode(g["text"].get<std::string>(), false);
+        if (!got.ok() || *got != g["ids"].get<std::vector<int32_t>>()) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0u);
 }
 
 }  // namespace
