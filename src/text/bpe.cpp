@@ -124,9 +124,13 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms) const {
+  // HF's BPE::merge_word: an unknown character leaves a pending unk that is written only when the next
+  // in-vocab character (or the end) comes; byte-fallback pieces are written at once and do not flush it,
+  // and with fuse_unk consecutive unknowns share one pending unk.
   size_t i = 0;
-  bool prev_unk = false;
+  bool pending_unk = false;
   std::string s;
+  std::vector<int32_t> bytes;
   while (i < word.size()) {
     const size_t start = i;
     utf8_next(word, i);
@@ -136,12 +140,13 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms
     if (i == word.size() && !suffix_.empty()) s += suffix_;
     auto it = vocab_.find(s);
     if (it != vocab_.end()) {
+      if (pending_unk) syms.push_back(*unk_id_);
+      pending_unk = false;
       syms.push_back(it->second);
-      prev_unk = false;
       continue;
     }
     if (byte_fallback_) {
-      std::vector<int32_t> bytes;
+      bytes.clear();
       bool all = true;
       for (size_t k = start; k < i; ++k) {
         char code[8];
@@ -155,16 +160,16 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& syms
       }
       if (all) {
         syms.insert(syms.end(), bytes.begin(), bytes.end());
-        prev_unk = false;
         continue;
       }
     }
     if (unk_id_) {
-      if (!(fuse_unk_ && prev_unk)) syms.push_back(*unk_id_);
-      prev_unk = true;
+      if (pending_unk && !fuse_unk_) syms.push_back(*unk_id_);
+      pending_unk = true;
     }
     // Without an unk token HF drops the character.
   }
+  if (pending_unk) syms.push_back(*unk_id_);
 }
 
 void BpeModel::merge(std::vector<int32_t>& ids) const {
@@ -244,14 +249,19 @@ void BpeModel::encode_uncached(std::string_view piece, bool byte_level, std::vec
   std::vector<int32_t> syms;
   syms.reserve(word.size());
   if (fast_bytes) {
+    bool pending_unk = false;  // as in initial_symbols()
     for (char c : piece) {
       const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
       if (id >= 0) {
+        if (pending_unk) syms.push_back(*unk_id_);
+        pending_unk = false;
         syms.push_back(id);
-      } else if (unk_id_ && !(fuse_unk_ && !syms.empty() && syms.back() == *unk_id_)) {
-        syms.push_back(*unk_id_);
+      } else if (unk_id_) {
+        if (pending_unk && !fuse_unk_) syms.push_back(*unk_id_);
+        pending_unk = true;
       }
     }
+    if (pending_unk) syms.push_back(*unk_id_);
   } else {
     initial_symbols(word, syms);
   }

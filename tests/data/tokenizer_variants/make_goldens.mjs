@@ -23,6 +23,7 @@ export function applyPatch(base, patch) {
     if (k === "extra_added_tokens") t.added_tokens.push(...v);
     else if (k === "merges_as_strings") t.model.merges = t.model.merges.map((m) => m.join(" "));
     else if (k === "model") Object.assign(t.model, v);
+    else if (k === "extra_vocab") Object.assign(t.model.vocab, v);
     else t[k] = v;
   }
   return t;
