@@ -1,0 +1,179 @@
+// The engine on a tiny oracle checkpoint: a request's ids do not depend on what runs beside it,
+// seeds decide sampled ids, and bad requests get a 400 and change nothing else.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "runtime/engine.h"
+
+using namespace tf;
+
+namespace {
+
+const std::string kGolden = std::string(TF_SOURCE_DIR) + "/tests/golden";
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::string text, finish_reason;
+  EngineEvent error;
+  bool failed = false;
+};
+
+Outcome drain(RequestChannel& ch, int timeout_ms = 60000) {
+  Outcome o;
+  for (;;) {
+    auto e = ch.pop(timeout_ms);
+    if (!e) {
+      o.failed = true;
+      o.error.message = "timeout";
+      return o;
+    }
+    if (e->kind == EngineEvent::Kind::Token) {
+      if (e->token >= 0) o.ids.push_back(e->token);
+      o.text += e->text;
+    } else if (e->kind == EngineEvent::Kind::Finished) {
+      o.finish_reason = e->finish_reason;
+      return o;
+    } else if (e->kind == EngineEvent::Kind::Error) {
+      o.failed = true;
+      o.error = *e;
+      return o;
+    }
+  }
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+GenerationRequest image_request(const std::string& image_file, int64_t max_tokens) {
+  GenerationRequest r;
+  r.id = "test";
+  r.messages = ordered_json::parse(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"image:1"}}]}])");
+  r.images.push_back(read_bytes(kGolden + "/images/" + image_file));
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  r.sampling_given.temperature = true;
+  return r;
+}
+
+GenerationRequest text_request(const std::string& text, int64_t max_tokens) {
+  GenerationRequest r;
+  r.id = "test";
+  r.messages = ordered_json::array({{{"role", "user"}, {"content", text}}});
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  r.sampling_given.temperature = true;
+  return r;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    EngineOptions o;
+    o.checkpoint = kGolden + "/ckpt/lighton_ocr-tiny-bf16";
+    o.parallel = 4;
+    o.prefill_chunk = 16;  // several chunks per prompt, so chunking and batching interleave
+    auto e = Engine::create(o);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    engine_ = std::move(e).value().release();
+  }
+  static void TearDownTestSuite() { delete engine_; }
+  static Engine* engine_;
+};
+Engine* EngineTest::engine_ = nullptr;
+
+TEST_F(EngineTest, ConcurrentEqualsSolo) {
+  Outcome solo_img = drain(*engine_->submit(image_request("page_1583x2048.png", 24)));
+  Outcome solo_txt = drain(*engine_->submit(text_request("Total: 1,234.56 EUR", 24)));
+  ASSERT_FALSE(solo_img.failed) << solo_img.error.message;
+  ASSERT_FALSE(solo_txt.failed) << solo_txt.error.message;
+  ASSERT_EQ(solo_img.ids.size(), 24u);
+  EXPECT_EQ(solo_img.finish_reason, "length");
+  std::vector<std::shared_ptr<RequestChannel>> chans;
+  for (int i = 0; i < 3; ++i) {
+    chans.push_back(engine_->submit(text_request("Total: 1,234.56 EUR", 24)));
+    chans.push_back(engine_->submit(image_request("page_1583x2048.png", 24)));
+  }
+  for (size_t i = 0; i < chans.size(); ++i) {
+    Outcome o = drain(*chans[i]);
+    ASSERT_FALSE(o.failed) << o.error.message;
+    EXPECT_EQ(o.ids, i % 2 ? solo_img.ids : solo_txt.ids) << "request " << i << " changed next to others";
+  }
+}
+
+TEST_F(EngineTest, SeedDecidesSampledIds) {
+  auto sampled = [&](uint64_t seed) {
+    GenerationRequest r = text_request("Invoice No. 4711", 32);
+    r.sampling = SamplingParams{1.0f, 1.0f, 0, seed};
+    r.sampling_given = {true, true, true, true};
+    return drain(*engine_->submit(std::move(r)));
+  };
+  Outcome a = sampled(7), b = sampled(7), c = sampled(8);
+  ASSERT_FALSE(a.failed);
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_NE(a.ids, c.ids);
+}
+
+TEST_F(EngineTest, ContextLimitIsExactlyInclusive) {
+  // The prompt plus max_tokens may equal the context but not exceed it.
+  auto ids = engine_->tokenize(text_request("hello", 1));
+  ASSERT_TRUE(ids.ok());
+  int64_t ctx = engine_->info().context_length;
+  int64_t room = ctx - static_cast<int64_t>(ids->size());
+  Outcome over = drain(*engine_->submit(text_request("hello", room + 1)));
+  ASSERT_TRUE(over.failed);
+  EXPECT_EQ(over.error.http_status, 400);
+  EXPECT_EQ(over.error.code, "context_length_exceeded");
+  GenerationRequest exact = text_request("hello", room);
+  exact.ignore_eos = false;
+  exact.cancelled->store(false);
+  auto ch = engine_->submit(std::move(exact));
+  auto first = ch->pop(60000);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->kind, EngineEvent::Kind::Started);
+}
+
+TEST_F(EngineTest, BadImageGetsA400AndOthersAreUntouched) {
+  Outcome before = drain(*engine_->submit(text_request("abc", 8)));
+  GenerationRequest bad = image_request("page_1583x2048.png", 8);
+  bad.images[0] = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
+  Outcome o = drain(*engine_->submit(std::move(bad)));
+  ASSERT_TRUE(o.failed);
+  EXPECT_EQ(o.error.http_status, 400);
+  EXPECT_EQ(o.error.message, "image 1 is not PNG, JPEG or WebP; send one of those");
+  GenerationRequest truncated = image_request("page_1583x2048.png", 8);
+  truncated.images[0].resize(truncated.images[0].size() / 2);
+  o = drain(*engine_->submit(std::move(truncated)));
+  ASSERT_TRUE(o.failed);
+  EXPECT_EQ(o.error.message, "image 1 could not be decoded; send PNG, JPEG or WebP");
+  Outcome after = drain(*engine_->submit(text_request("abc", 8)));
+  EXPECT_EQ(before.ids, after.ids);
+}
+
+TEST_F(EngineTest, CancelledRequestIsDroppedWithinAStep) {
+  GenerationRequest r = text_request("a long answer please", 2000);
+  auto cancel = r.cancelled;
+  auto ch = engine_->submit(std::move(r));
+  int tokens = 0;
+  while (tokens < 2) {
+    auto e = ch->pop(60000);
+    ASSERT_TRUE(e.has_value());
+    tokens += e->kind == EngineEvent::Kind::Token;
+  }
+  cancel->store(true);
+  // The engine stops sending tokens within one step and records the reason.
+  for (int i = 0; i < 200; ++i) {
+    if (engine_->metrics_text().find("reason=\"client-left\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(engine_->metrics_text().find("reason=\"client-left\"} 1"), std::string::npos) << engine_->metrics_text();
+  // Later requests still run.
+  EXPECT_FALSE(drain(*engine_->submit(text_request("abc", 4))).failed);
+}
+
+}  // namespace
