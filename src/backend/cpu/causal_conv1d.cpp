@@ -8,7 +8,8 @@
 
 namespace tf::cpu {
 
-void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) {
+void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& state,
+                        const Tensor& out) {
   TF_CHECK(x.rank() == 2 && w.rank() == 2 && state.rank() == 2 && out.numel() == x.numel());
   const int64_t n = x.dim(0), C = x.dim(1), K = w.dim(1);
   TF_CHECK(K >= 1 && w.dim(0) == C && state.dim(0) == C && state.dim(1) == K - 1);

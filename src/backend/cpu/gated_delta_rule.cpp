@@ -71,8 +71,8 @@ void load_head(const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v,
 
 }  // namespace
 
-void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                                const Tensor& beta, const Tensor& state, const Tensor& out) {
+void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out) {
   const Dims d = check_dims(q, k, v, g, beta, state, out);
   pool.parallel_for(d.hv, [&](int64_t h0, int64_t h1) {
     HeadRows r;
@@ -101,14 +101,15 @@ void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor&
   });
 }
 
-void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                              const Tensor& beta, const Tensor& state, const Tensor& out) {
+void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out) {
   const Dims d = check_dims(q, k, v, g, beta, state, out);
   const int64_t dk = d.dk, dv = d.dv, C = kChunk;
   pool.parallel_for(d.hv, [&](int64_t h0, int64_t h1) {
     HeadRows r;
     // Per chunk scratch: cum[C], P[C][C], A[C][C], U_v[C][dv], U_k[C][dk], v'[C][dv], state update [dk][dv].
-    std::vector<float> cum(C), P(C * C), A(C * C), uv(C * dv), uk(C * dk), vp(C * dv), o(dv), o2(dv), kb(dk), upd(dk * dv);
+    std::vector<float> cum(C), P(C * C), A(C * C), uv(C * dv), uk(C * dk), vp(C * dv), o(dv), o2(dv), kb(dk),
+        upd(dk * dv);
     for (int64_t h = h0; h < h1; ++h) {
       load_head(d, q, k, v, g, beta, h, /*divide_scale=*/false, r);
       float* S = state.as<float>() + h * dk * dv;  // [dk, dv]

@@ -11,7 +11,8 @@ void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tens
                const Tensor& beta) {
   TF_CHECK(a.rank() == 2 && b.shape == a.shape && g.shape == a.shape && beta.shape == a.shape);
   const int64_t n = a.dim(0), h = a.dim(1);
-  TF_CHECK(A_log.numel() == h && dt_bias.numel() == h && is_float_act(A_log.dtype) && is_float_act(dt_bias.dtype));
+  TF_CHECK(A_log.numel() == h && dt_bias.numel() == h && is_float_act(A_log.dtype) &&
+           is_float_act(dt_bias.dtype));
   TF_CHECK(is_float_act(a.dtype) && b.dtype == a.dtype && beta.dtype == a.dtype && g.dtype == DType::F32);
   const DType act = a.dtype;
   std::vector<float> neg_a(static_cast<size_t>(h)), dt(static_cast<size_t>(h));

@@ -21,7 +21,8 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   TF_ASSIGN(o.patch_size, v.get_positive_int("patch_size", o.patch_size));
   TF_ASSIGN(o.temporal_patch_size, v.get_positive_int("temporal_patch_size", o.temporal_patch_size));
   TF_ASSIGN(o.spatial_merge_size, v.get_positive_int("spatial_merge_size", o.spatial_merge_size));
-  TF_ASSIGN(o.num_position_embeddings, v.get_positive_int("num_position_embeddings", o.num_position_embeddings));
+  TF_ASSIGN(o.num_position_embeddings,
+            v.get_positive_int("num_position_embeddings", o.num_position_embeddings));
   TF_ASSIGN(std::string act, v.get_string("hidden_act", "gelu_pytorch_tanh"));
   if (act == "gelu_pytorch_tanh") {
     o.gelu_tanh = true;
@@ -30,24 +31,29 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   } else {
     return v.error("hidden_act", "is '" + act + "'; the vision MLP here supports gelu_pytorch_tanh and gelu");
   }
-  if (o.in_channels != 3) return v.error("in_channels", "is " + std::to_string(o.in_channels) + "; images are RGB (3)");
+  if (o.in_channels != 3)
+    return v.error("in_channels", "is " + std::to_string(o.in_channels) + "; images are RGB (3)");
   if (o.hidden_size % o.num_heads != 0)
     return v.error("num_heads", "(" + std::to_string(o.num_heads) + ") does not divide hidden_size " +
                                     std::to_string(o.hidden_size) + "; cannot read this vision tower");
   o.head_dim = o.hidden_size / o.num_heads;
   if (o.head_dim % 4 != 0)
-    return v.error("hidden_size", "/ num_heads = " + std::to_string(o.head_dim) +
-                                      " is not a multiple of 4, which the 2D vision rotary needs; cannot read this "
-                                      "vision tower");
-  const auto side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(o.num_position_embeddings))));
+    return v.error("hidden_size",
+                   "/ num_heads = " + std::to_string(o.head_dim) +
+                       " is not a multiple of 4, which the 2D vision rotary needs; cannot read this "
+                       "vision tower");
+  const auto side =
+      static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(o.num_position_embeddings))));
   if (side * side != o.num_position_embeddings || side < 2)
-    return v.error("num_position_embeddings", "(" + std::to_string(o.num_position_embeddings) +
-                                                  ") is not a square grid of at least 2x2; cannot read this vision "
-                                                  "tower's position table");
+    return v.error("num_position_embeddings",
+                   "(" + std::to_string(o.num_position_embeddings) +
+                       ") is not a square grid of at least 2x2; cannot read this vision "
+                       "tower's position table");
   o.num_grid_per_side = side;
   if (v.has("deepstack_visual_indexes")) {
     TF_ASSIGN(auto ds, v.get_int_list("deepstack_visual_indexes"));
-    if (!ds.empty()) return v.error("deepstack_visual_indexes", "is not empty; Qwen3.5 towers have no deepstack");
+    if (!ds.empty())
+      return v.error("deepstack_visual_indexes", "is not empty; Qwen3.5 towers have no deepstack");
   }
   return o;
 }
@@ -73,7 +79,8 @@ Expected<TextConfig> parse_text(const JsonConfig& t) {
   TF_ASSIGN(o.mtp_num_hidden_layers, t.get_int("mtp_num_hidden_layers", 0));
   TF_ASSIGN(o.eos_token_ids, t.get_ids("eos_token_id", {}));
   TF_ASSIGN(std::string act, t.get_string("hidden_act", "silu"));
-  if (act != "silu") return t.error("hidden_act", "is '" + act + "'; the Qwen3.5 decoder here supports silu only");
+  if (act != "silu")
+    return t.error("hidden_act", "is '" + act + "'; the Qwen3.5 decoder here supports silu only");
   TF_ASSIGN(bool bias, t.get_bool("attention_bias", false));
   if (bias) return t.error("attention_bias", "is true; Qwen3.5 attention has no biases");
   if (o.num_attention_heads % o.num_key_value_heads != 0)
@@ -107,7 +114,8 @@ Expected<TextConfig> parse_text(const JsonConfig& t) {
   }
   if (rp) {
     TF_ASSIGN(std::string rt, rp->get_string("rope_type", "default"));
-    if (rt != "default") return rp->error("rope_type", "is '" + rt + "'; tensorfold supports the default M-RoPE only");
+    if (rt != "default")
+      return rp->error("rope_type", "is '" + rt + "'; tensorfold supports the default M-RoPE only");
     TF_ASSIGN(o.rope_theta, rp->get_number("rope_theta", o.rope_theta));
     TF_ASSIGN(o.partial_rotary_factor, rp->get_number("partial_rotary_factor", o.partial_rotary_factor));
     TF_ASSIGN(sec, rp->get_int_list("mrope_section", sec));
@@ -115,10 +123,12 @@ Expected<TextConfig> parse_text(const JsonConfig& t) {
   o.rotary_dim = static_cast<int64_t>(static_cast<double>(o.head_dim) * o.partial_rotary_factor);
   if (o.rotary_dim <= 0 || o.rotary_dim % 2 != 0 || o.rotary_dim > o.head_dim)
     return t.error("partial_rotary_factor", "gives a rotary dim of " + std::to_string(o.rotary_dim) +
-                                                " for head_dim " + std::to_string(o.head_dim) + "; it must be even and positive");
+                                                " for head_dim " + std::to_string(o.head_dim) +
+                                                "; it must be even and positive");
   if (sec.size() != 3) return t.error("rope_parameters.mrope_section", "must have 3 entries (T, H, W)");
   for (int i = 0; i < 3; ++i) o.mrope_section[static_cast<size_t>(i)] = sec[static_cast<size_t>(i)];
-  if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0) return t.error("rope_parameters.mrope_section", "must not be negative");
+  if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0)
+    return t.error("rope_parameters.mrope_section", "must not be negative");
   return o;
 }
 
@@ -139,7 +149,8 @@ Expected<Config> parse_config(const JsonConfig& json) {
   TF_ASSIGN(c.video_token_id, json.get_int("video_token_id", c.video_token_id));
   TF_ASSIGN(c.vision_start_token_id, json.get_int("vision_start_token_id", c.vision_start_token_id));
   if (c.has_vision && (c.image_token_id < 0 || c.image_token_id >= c.text.vocab_size))
-    return json.error("image_token_id", "is outside the vocabulary (" + std::to_string(c.text.vocab_size) + ")");
+    return json.error("image_token_id",
+                      "is outside the vocabulary (" + std::to_string(c.text.vocab_size) + ")");
   TF_ASSIGN(c.tie_word_embeddings, json.get_bool("tie_word_embeddings", false));
   if (c.text.eos_token_ids.empty()) {
     TF_ASSIGN(c.text.eos_token_ids, json.get_ids("eos_token_id", {}));

@@ -46,7 +46,7 @@ struct TextConfig {  // Qwen3_5TextConfig
   int64_t linear_num_value_heads = 32;
   double rope_theta = 10000000.0;
   double partial_rotary_factor = 0.25;
-  int64_t rotary_dim = 64;                        // int(head_dim * partial_rotary_factor)
+  int64_t rotary_dim = 64;                           // int(head_dim * partial_rotary_factor)
   std::array<int64_t, 3> mrope_section{11, 11, 10};  // interleaved T/H/W frequency slots
   int64_t mtp_num_hidden_layers = 0;
   std::vector<int64_t> eos_token_ids;

@@ -57,7 +57,8 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int6
       if (r1 <= r0) continue;
       b.gated_delta_rule_chunked(q.tensor().slice_rows(r0, r1), k.tensor().slice_rows(r0, r1),
                                  v.tensor().slice_rows(r0, r1), g.tensor().slice_rows(r0, r1),
-                                 beta.tensor().slice_rows(r0, r1), c.state[l], core.tensor().slice_rows(r0, r1));
+                                 beta.tensor().slice_rows(r0, r1), c.state[l],
+                                 core.tensor().slice_rows(r0, r1));
     }
   }
   DeviceBuffer normed = b.alloc(act, {n, vd});

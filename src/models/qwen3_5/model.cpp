@@ -14,7 +14,8 @@ Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weight
                       "; tensorfold serves Qwen3.5 in BF16 or F32");
   TF_ASSIGN(Weights w, load_weights(cfg, weights, backend, act));
   if (!cfg.has_vision)
-    log_info("--vision: qwen3_5 checkpoint has no image tower; serving text only, and image requests are refused");
+    log_info(
+        "--vision: qwen3_5 checkpoint has no image tower; serving text only, and image requests are refused");
   if (w.mtp.n_tensors > 0)
     log_info("qwen3_5: " + std::to_string(w.mtp.n_tensors) + " mtp.* tensors mapped (" +
              std::to_string(w.mtp.layers.size()) + " MTP layer(s)); generation does not use them");
@@ -35,7 +36,8 @@ Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weight
   info.eos_token_ids = t.eos_token_ids;
   info.n_params = w.n_params;
   info.weight_bytes = w.n_bytes;
-  return std::unique_ptr<Model>(new Qwen35Model(std::move(cfg), std::move(weights), std::move(w), backend, info));
+  return std::unique_ptr<Model>(
+      new Qwen35Model(std::move(cfg), std::move(weights), std::move(w), backend, info));
 }
 
 int64_t Qwen35Model::n_image_tokens(int64_t height, int64_t width) const {
@@ -48,8 +50,8 @@ std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
   auto c = std::make_unique<Qwen35Cache>();
   c->capacity_ = capacity;
   const TextConfig& t = cfg_.text;
-  const int64_t conv_dim = 2 * t.linear_num_key_heads * t.linear_key_head_dim +
-                           t.linear_num_value_heads * t.linear_value_head_dim;
+  const int64_t conv_dim =
+      2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
     if (t.full_attention[static_cast<size_t>(i)]) {
       c->k.push_back(backend_.alloc(info_.dtype, {capacity, t.num_key_value_heads, t.head_dim}));
@@ -60,8 +62,8 @@ std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
       c->k.emplace_back();
       c->v.emplace_back();
       c->conv.push_back(backend_.alloc(info_.dtype, {conv_dim, t.linear_conv_kernel_dim - 1}));
-      c->state.push_back(
-          backend_.alloc(DType::F32, {t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
+      c->state.push_back(backend_.alloc(
+          DType::F32, {t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
     }
   }
   return c;
@@ -88,13 +90,14 @@ Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_to
     size_t k = i;
     while (k < j) {
       if (next_grid >= grids.size())
-        return make_error("rope_index: more image-token runs than images (" + std::to_string(grids.size()) + ")");
+        return make_error("rope_index: more image-token runs than images (" + std::to_string(grids.size()) +
+                          ")");
       const auto [gt, gh, gw] = grids[next_grid++];
       if (gt != 1 || gh % m || gw % m) return make_error("rope_index: unsupported image grid");
       const int64_t H = gh / m, W = gw / m, cnt = H * W;
       if (static_cast<int64_t>(j - k) < cnt)
-        return make_error("rope_index: an image needs " + std::to_string(cnt) + " image tokens, the prompt has " +
-                          std::to_string(j - k));
+        return make_error("rope_index: an image needs " + std::to_string(cnt) +
+                          " image tokens, the prompt has " + std::to_string(j - k));
       for (int64_t q = 0; q < cnt; ++q) {
         const size_t row = k + static_cast<size_t>(q);
         r.thw[3 * row] = static_cast<int32_t>(cur);
@@ -108,8 +111,8 @@ Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_to
     i = j;
   }
   if (next_grid != grids.size())
-    return make_error("rope_index: " + std::to_string(grids.size()) + " images but " + std::to_string(next_grid) +
-                      " image-token spans");
+    return make_error("rope_index: " + std::to_string(grids.size()) + " images but " +
+                      std::to_string(next_grid) + " image-token spans");
   r.rope_delta = max_pos + 1 - static_cast<int64_t>(n);
   return r;
 }

@@ -39,15 +39,19 @@ class Qwen35Cache final : public SequenceCache {
   int64_t capacity_ = 0;
   int64_t n_past_ = 0;
   RopeIndex rope_;
-  std::vector<DeviceBuffer> k, v;     // per layer (full attention only): [capacity, Hkv, D] act
-  std::vector<DeviceBuffer> conv;     // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
-  std::vector<DeviceBuffer> state;    // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
+  std::vector<DeviceBuffer> k, v;   // per layer (full attention only): [capacity, Hkv, D] act
+  std::vector<DeviceBuffer> conv;   // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
+  std::vector<DeviceBuffer> state;  // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
 };
 
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
-      : cfg_(std::move(cfg)), wm_(std::move(wm)), w_(std::move(w)), backend_(backend), info_(std::move(info)) {}
+      : cfg_(std::move(cfg)),
+        wm_(std::move(wm)),
+        w_(std::move(w)),
+        backend_(backend),
+        info_(std::move(info)) {}
   const ModelInfo& info() const override { return info_; }
   Backend& backend() override { return backend_; }
   int64_t n_image_tokens(int64_t height, int64_t width) const override;
@@ -66,12 +70,13 @@ class Qwen35Model final : public Model {
 
  private:
   // vision.cpp
-  DeviceBuffer vision_tower(const std::vector<Buffer>& patches, const std::vector<std::pair<int64_t, int64_t>>& grids);
+  DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
+                            const std::vector<std::pair<int64_t, int64_t>>& grids);
   // gdn.cpp: one Gated DeltaNet mixer over x[n, hidden] -> out[n, hidden]
   void gated_deltanet(size_t layer, const Tensor& x, Qwen35Cache& cache, int64_t pos0, const Tensor& out);
   // text.cpp: one gated full-attention mixer
-  void full_attention(size_t layer, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& slots,
-                      const Tensor& ranges, Qwen35Cache& cache, const Tensor& out);
+  void full_attention(size_t layer, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                      const Tensor& slots, const Tensor& ranges, Qwen35Cache& cache, const Tensor& out);
 
   Config cfg_;
   WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)

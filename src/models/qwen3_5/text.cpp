@@ -9,8 +9,9 @@
 
 namespace tf::qwen3_5 {
 
-void Qwen35Model::full_attention(size_t l, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& slots,
-                                 const Tensor& ranges, Qwen35Cache& c, const Tensor& out) {
+void Qwen35Model::full_attention(size_t l, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                                 const Tensor& slots, const Tensor& ranges, Qwen35Cache& c,
+                                 const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const FullAttnWeights& A = w_.layers[l].attn;
@@ -54,12 +55,12 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
   const int64_t n = static_cast<int64_t>(batch.token_ids.size());
   if (n == 0) return make_error("forward: empty batch");
   if (batch.positions.size() != batch.token_ids.size())
-    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " + std::to_string(n) +
-                      " tokens");
+    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " +
+                      std::to_string(n) + " tokens");
   const int64_t pos0 = cache->n_past();
   if (pos0 + n > cache->capacity())
-    return make_error("forward: positions up to " + std::to_string(pos0 + n - 1) + " exceed the cache capacity " +
-                      std::to_string(cache->capacity()));
+    return make_error("forward: positions up to " + std::to_string(pos0 + n - 1) +
+                      " exceed the cache capacity " + std::to_string(cache->capacity()));
   std::vector<int32_t> image_rows;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
@@ -67,19 +68,21 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
       return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
     if (pos != pos0 + i)
       return make_error("forward: row " + std::to_string(i) + " has position " + std::to_string(pos) +
-                        "; Qwen3.5's recurrent state needs rows in order from position " + std::to_string(pos0));
+                        "; Qwen3.5's recurrent state needs rows in order from position " +
+                        std::to_string(pos0));
     if (cfg_.has_vision && id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
   }
   const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
   if (n_img != static_cast<int64_t>(image_rows.size()))
-    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " + std::to_string(n_img) +
-                      " image embedding rows");
+    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " +
+                      std::to_string(n_img) + " image embedding rows");
   if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != t.hidden_size ||
                              batch.image_embeds->dtype != info_.dtype))
     return make_error("forward: image embeddings must be " + std::string(dtype_name(info_.dtype)) + " [n, " +
                       std::to_string(t.hidden_size) + "]");
   for (int32_t r : batch.logit_rows)
-    if (r < 0 || r >= n) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+    if (r < 0 || r >= n)
+      return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
 
   Backend& b = backend_;
   const DType act = info_.dtype;

@@ -19,13 +19,15 @@ constexpr float kVisionEps = 1e-6f;
 
 // (row, col) of patch q of a gh×gw grid in merge-block order.
 std::pair<int64_t, int64_t> patch_rc(int64_t q, int64_t gw, int64_t m) {
-  const int64_t bw = gw / m, in_col = q % m, in_row = (q / m) % m, bc = (q / (m * m)) % bw, br = q / (m * m * bw);
+  const int64_t bw = gw / m, in_col = q % m, in_row = (q / m) % m, bc = (q / (m * m)) % bw,
+                br = q / (m * m * bw);
   return {br * m + in_row, bc * m + in_col};
 }
 
 // One axis of the bilinear taps (align_corners=True), f32 exactly as 5.17 evaluates it.
 void axis_taps(int64_t idx, int64_t size, int64_t side, int64_t tap[2], float wt[2]) {
-  const float src = static_cast<float>(idx) * static_cast<float>(side - 1) / static_cast<float>(std::max<int64_t>(size - 1, 1));
+  const float src = static_cast<float>(idx) * static_cast<float>(side - 1) /
+                    static_cast<float>(std::max<int64_t>(size - 1, 1));
   const float fl = std::floor(src);
   for (int o = 0; o < 2; ++o) {
     tap[o] = std::clamp<int64_t>(static_cast<int64_t>(fl) + o, 0, side - 1);
@@ -44,7 +46,8 @@ Buffer patchify_host(const Tensor& px, int64_t H, int64_t W, int64_t p, int64_t 
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t y = 0; y < p; ++y)
-          for (int64_t x = 0; x < p; ++x) *dst++ = px.as<const float>()[(ch * Hp + r * p + y) * Wp + c * p + x];
+          for (int64_t x = 0; x < p; ++x)
+            *dst++ = px.as<const float>()[(ch * Hp + r * p + y) * Wp + c * p + x];
   }
   return out;
 }
@@ -53,7 +56,8 @@ Buffer patchify_host(const Tensor& px, int64_t H, int64_t W, int64_t p, int64_t 
 
 Expected<DeviceBuffer> Qwen35Model::encode_images(const std::vector<ImageInput>& images) {
   if (!cfg_.has_vision && !images.empty())
-    return make_error("this qwen3_5 checkpoint has no image tower (no vision_config); image input is refused");
+    return make_error(
+        "this qwen3_5 checkpoint has no image tower (no vision_config); image input is refused");
   const VisionConfig& v = cfg_.vision;
   const int64_t p = v.patch_size, m = v.spatial_merge_size, u = p * m;
   const int64_t cols = v.in_channels * v.temporal_patch_size * p * p;
@@ -64,20 +68,22 @@ Expected<DeviceBuffer> Qwen35Model::encode_images(const std::vector<ImageInput>&
     const Tensor& px = im.pixel_values;
     const std::string which = "image " + std::to_string(i) + ": ";
     if (im.height <= 0 || im.width <= 0 || im.height % u || im.width % u)
-      return make_error(which + "size " + std::to_string(im.height) + "x" + std::to_string(im.width) +
-                        " must be positive multiples of patch_size * spatial_merge_size = " + std::to_string(u));
+      return make_error(
+          which + "size " + std::to_string(im.height) + "x" + std::to_string(im.width) +
+          " must be positive multiples of patch_size * spatial_merge_size = " + std::to_string(u));
     const int64_t gh = im.height / p, gw = im.width / p;
     if (px.dtype == DType::F32 && px.rank() == 2 && px.dim(0) == gh * gw && px.dim(1) == cols) {
       Buffer b(DType::F32, px.shape);
       std::memcpy(b.data(), px.data, b.nbytes());
       patches.push_back(std::move(b));
-    } else if (px.dtype == DType::F32 && px.rank() == 3 && px.dim(0) == v.in_channels && px.dim(1) >= im.height &&
-               px.dim(2) >= im.width) {
+    } else if (px.dtype == DType::F32 && px.rank() == 3 && px.dim(0) == v.in_channels &&
+               px.dim(1) >= im.height && px.dim(2) >= im.width) {
       patches.push_back(patchify_host(px, im.height, im.width, p, v.temporal_patch_size, m));
     } else {
-      return make_error(which + "pixel_values must be F32 [" + std::to_string(gh * gw) + ", " + std::to_string(cols) +
-                        "] patches or [" + std::to_string(v.in_channels) + ", H, W] pixels, got " +
-                        std::string(dtype_name(px.dtype)) + " " + shape_str(px.shape));
+      return make_error(which + "pixel_values must be F32 [" + std::to_string(gh * gw) + ", " +
+                        std::to_string(cols) + "] patches or [" + std::to_string(v.in_channels) +
+                        ", H, W] pixels, got " + std::string(dtype_name(px.dtype)) + " " +
+                        shape_str(px.shape));
     }
     grids.emplace_back(gh, gw);
   }
@@ -101,9 +107,9 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
   const std::string pre = "model.visual";
 
   // Host tables: pixel rows, position taps/weights, rotary angles, attention ranges.
-  Buffer px(DType::F32, {n, cols});                   // [n_patches, C*T*p*p]
+  Buffer px(DType::F32, {n, cols});  // [n_patches, C*T*p*p]
   Buffer idx(DType::I32, {n, 4}), wts(DType::F32, {n, 4});
-  Buffer ang(DType::F32, {n, hd / 2});                // [n_patches, hd/2] = [row·f | col·f]
+  Buffer ang(DType::F32, {n, hd / 2});  // [n_patches, hd/2] = [row·f | col·f]
   std::vector<int32_t> ranges;
   const std::vector<float> inv = rope_inv_freq(hd / 2, v.rope_theta);  // hd/4 frequencies
   const int64_t nf = static_cast<int64_t>(inv.size());

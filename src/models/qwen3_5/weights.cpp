@@ -16,7 +16,8 @@ struct Plan {
   int64_t n_params = 0;
   size_t n_bytes = 0;
 
-  Status need(DeviceBuffer* slot, const std::string& name, const Shape& shape, const Shape* view_as = nullptr) {
+  Status need(DeviceBuffer* slot, const std::string& name, const Shape& shape,
+              const Shape* view_as = nullptr) {
     TF_ASSIGN(Tensor t, wm.get_any(name, {DType::BF16, DType::F32}, shape));
     if (t.dtype != act) {
       Buffer b(act, shape);
@@ -76,7 +77,8 @@ Status plan_layer(Plan& p, const TextConfig& t, bool full, const std::string& n,
 }
 
 Status plan_vision(Plan& p, const VisionConfig& v, VisionWeights& w) {
-  const int64_t hv = v.hidden_size, iv = v.intermediate_size, m2 = v.spatial_merge_size * v.spatial_merge_size;
+  const int64_t hv = v.hidden_size, iv = v.intermediate_size,
+                m2 = v.spatial_merge_size * v.spatial_merge_size;
   const int64_t cols = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
   const std::string vp = "model.visual.";
   const Shape gemm{hv, cols};
@@ -148,14 +150,15 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   TF_TRY(plan.need(&w.embed_tokens, tp + "embed_tokens.weight", {t.vocab_size, t.hidden_size}));
   w.layers.resize(static_cast<size_t>(t.num_hidden_layers));
   for (int64_t i = 0; i < t.num_hidden_layers; ++i)
-    TF_TRY(plan_layer(plan, t, t.full_attention[static_cast<size_t>(i)], tp + "layers." + std::to_string(i) + ".",
-                      w.layers[static_cast<size_t>(i)]));
+    TF_TRY(plan_layer(plan, t, t.full_attention[static_cast<size_t>(i)],
+                      tp + "layers." + std::to_string(i) + ".", w.layers[static_cast<size_t>(i)]));
   TF_TRY(plan.need(&w.norm, tp + "norm.weight", {t.hidden_size}));
   if (!cfg.tie_word_embeddings) {
     TF_TRY(plan.need(&w.lm_head, "lm_head.weight", {t.vocab_size, t.hidden_size}));
   } else if (wm.has("lm_head.weight")) {
     // Tied: Transformers points lm_head at embed_tokens; a stored copy must still be well formed.
-    TF_ASSIGN(Tensor unused, wm.get_any("lm_head.weight", {DType::BF16, DType::F32}, {t.vocab_size, t.hidden_size}));
+    TF_ASSIGN(Tensor unused,
+              wm.get_any("lm_head.weight", {DType::BF16, DType::F32}, {t.vocab_size, t.hidden_size}));
     (void)unused;
   }
   const int64_t before_mtp = plan.n_params;
@@ -163,8 +166,10 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   plan_mtp(plan, t, w.mtp);
   w.mtp.n_tensors = static_cast<int64_t>(plan.items.size() - items_before);
   std::vector<std::pair<std::string, std::string>> allowed{
-      {"mtp.", "multi-token-prediction weights not in the mapped layout (kept for the drafter, unused here)"}};
-  if (!cfg.has_vision) allowed.emplace_back("model.visual.", "config.json has no vision_config: serving text only");
+      {"mtp.",
+       "multi-token-prediction weights not in the mapped layout (kept for the drafter, unused here)"}};
+  if (!cfg.has_vision)
+    allowed.emplace_back("model.visual.", "config.json has no vision_config: serving text only");
   TF_TRY(wm.check_all_used(allowed));
 
   for (auto& [slot, tensor] : plan.items) *slot = backend.import_host(tensor);

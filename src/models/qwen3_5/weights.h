@@ -30,7 +30,7 @@ struct VisionWeights {
   DeviceBuffer merger_fc2_w, merger_fc2_b;    // [out_hidden, m²*hidden_v], [out_hidden]
 };
 
-struct LinearAttnWeights {  // Qwen3_5GatedDeltaNet
+struct LinearAttnWeights {   // Qwen3_5GatedDeltaNet
   DeviceBuffer in_proj_qkv;  // [2*Hk*Dk + Hv*Dv, hidden]
   DeviceBuffer in_proj_z;    // [Hv*Dv, hidden]
   DeviceBuffer in_proj_b;    // [Hv, hidden]
@@ -42,7 +42,7 @@ struct LinearAttnWeights {  // Qwen3_5GatedDeltaNet
   DeviceBuffer out_proj;     // [hidden, Hv*Dv]
 };
 
-struct FullAttnWeights {  // Qwen3_5Attention
+struct FullAttnWeights {        // Qwen3_5Attention
   DeviceBuffer q_proj;          // [Hq*D*2, hidden], per head [query | gate]
   DeviceBuffer k_proj, v_proj;  // [Hkv*D, hidden]
   DeviceBuffer o_proj;          // [hidden, Hq*D]
@@ -66,14 +66,14 @@ struct LayerWeights {
 // whose tensor is absent or differently shaped stay empty; `present` says whether fc was found.
 struct MtpWeights {
   bool present = false;
-  DeviceBuffer fc;                                              // [hidden, 2*hidden]
+  DeviceBuffer fc;                                               // [hidden, 2*hidden]
   DeviceBuffer pre_fc_norm_embedding, pre_fc_norm_hidden, norm;  // [hidden]
-  std::vector<LayerWeights> layers;                             // full-attention decoder layers
-  int64_t n_tensors = 0;                                        // mtp.* tensors mapped
+  std::vector<LayerWeights> layers;                              // full-attention decoder layers
+  int64_t n_tensors = 0;                                         // mtp.* tensors mapped
 };
 
 struct Weights {
-  VisionWeights vision;  // empty without vision_config
+  VisionWeights vision;       // empty without vision_config
   DeviceBuffer embed_tokens;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   DeviceBuffer norm;     // [hidden]

@@ -20,8 +20,8 @@ Buffer uniform(DType dt, Shape s, uint32_t seed, float lo, float hi) {
 
 double silu64(double x) { return x / (1.0 + std::exp(-x)); }
 
-std::vector<double> conv_ref(const std::vector<double>& x, const std::vector<double>& w, std::vector<double>& st,
-                             int64_t n, int64_t C, int64_t K, DType act) {
+std::vector<double> conv_ref(const std::vector<double>& x, const std::vector<double>& w,
+                             std::vector<double>& st, int64_t n, int64_t C, int64_t K, DType act) {
   std::vector<double> out(static_cast<size_t>(n * C));
   for (int64_t c = 0; c < C; ++c) {
     std::vector<double> xx(st.begin() + c * (K - 1), st.begin() + (c + 1) * (K - 1));
@@ -41,7 +41,8 @@ TEST(OpCausalConv1d, MatchesF64ReferenceAndCarriesState) {
   for (DType act : {DType::BF16, DType::F32})
     for (int64_t n : {1, 5, 70}) {
       const int64_t C = 37, K = 4;
-      Buffer x = randn(act, {n, C}, 3 + n), w = randn(act, {C, K}, 4 + n, 0.5f), s0 = randn(act, {C, K - 1}, 5 + n);
+      Buffer x = randn(act, {n, C}, 3 + n), w = randn(act, {C, K}, 4 + n, 0.5f),
+             s0 = randn(act, {C, K - 1}, 5 + n);
       auto dx = upload_new(*be, x), dw = upload_new(*be, w), ds = upload_new(*be, s0);
       auto out = be->alloc(act, {n, C});
       be->causal_conv1d_silu(dx, dw, ds, out);
@@ -50,7 +51,8 @@ TEST(OpCausalConv1d, MatchesF64ReferenceAndCarriesState) {
       SCOPED_TRACE("n=" + std::to_string(n));
       EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
       std::vector<float> sf = host_f32(*be, ds);
-      for (size_t i = 0; i < st.size(); ++i) EXPECT_EQ(sf[i], static_cast<float>(st[i])) << i;  // exact copies
+      for (size_t i = 0; i < st.size(); ++i)
+        EXPECT_EQ(sf[i], static_cast<float>(st[i])) << i;  // exact copies
 
       // n one-token calls from the same start state give the same bits as the one call.
       auto ds2 = upload_new(*be, s0);
@@ -68,7 +70,8 @@ TEST(OpGdnGates, MatchesF64Reference) {
     const int64_t n = 9, h = 6;
     Buffer a = randn(act, {n, h}, 1, 8.0f), b = randn(act, {n, h}, 2, 3.0f);
     Buffer A_log = randn(act, {h}, 3), dt = randn(act, {h}, 4, 10.0f);  // dt large: softplus threshold path
-    auto da = upload_new(*be, a), db = upload_new(*be, b), dA = upload_new(*be, A_log), ddt = upload_new(*be, dt);
+    auto da = upload_new(*be, a), db = upload_new(*be, b), dA = upload_new(*be, A_log),
+         ddt = upload_new(*be, dt);
     auto g = be->alloc(DType::F32, {n, h}), beta = be->alloc(act, {n, h});
     be->gdn_gates(da, db, dA, ddt, g, beta);
     auto av = to_f64(a), bv = to_f64(b), Av = to_f64(A_log), dv = to_f64(dt);
@@ -104,7 +107,8 @@ void delta_ref(const DeltaCase& c, const std::vector<double>& q, const std::vect
       std::vector<double> kt(k.begin() + (t * c.hk + kh) * c.dk, k.begin() + (t * c.hk + kh + 1) * c.dk);
       double nq = 1e-6, nk = 1e-6;
       for (int64_t i = 0; i < c.dk; ++i) nq += qt[i] * qt[i], nk += kt[i] * kt[i];
-      for (int64_t i = 0; i < c.dk; ++i) qt[i] /= std::sqrt(nq) * std::sqrt(double(c.dk)), kt[i] /= std::sqrt(nk);
+      for (int64_t i = 0; i < c.dk; ++i)
+        qt[i] /= std::sqrt(nq) * std::sqrt(double(c.dk)), kt[i] /= std::sqrt(nk);
       const double decay = std::exp(g[t * c.hv + h]), b = beta[t * c.hv + h];
       for (int64_t i = 0; i < c.dk * c.dv; ++i) s[i] *= decay;
       for (int64_t col = 0; col < c.dv; ++col) {
@@ -133,8 +137,10 @@ struct DeltaInputs {
 
 TEST(OpGatedDeltaRule, BothFormsMatchF64Recurrence) {
   auto be = make_cpu_backend();
-  const DeltaCase cases[] = {{1, 2, 4, 16, 16, DType::BF16}, {70, 2, 4, 16, 8, DType::BF16},
-                             {130, 3, 3, 32, 24, DType::F32}, {64, 1, 2, 8, 8, DType::F32},
+  const DeltaCase cases[] = {{1, 2, 4, 16, 16, DType::BF16},
+                             {70, 2, 4, 16, 8, DType::BF16},
+                             {130, 3, 3, 32, 24, DType::F32},
+                             {64, 1, 2, 8, 8, DType::F32},
                              {5, 2, 2, 128, 16, DType::F32}};
   uint32_t seed = 100;
   for (const auto& c : cases) {
@@ -159,7 +165,9 @@ TEST(OpGatedDeltaRule, BothFormsMatchF64Recurrence) {
       EXPECT_TRUE(rs.ok) << "state: " << rs.detail;
       EXPECT_FALSE(compare(perturb(got, c.act), ref, c.act, 3e-5).ok) << "planted perturbation not caught";
       // Planted semantic control: key heads tiled over value heads instead of repeat_interleave.
-      if (c.hv / c.hk > 1 && c.hk > 1) EXPECT_FALSE(compare(got, tiled, c.act, 3e-5).ok) << "tiled heads not caught";
+      if (c.hv / c.hk > 1 && c.hk > 1) {
+        EXPECT_FALSE(compare(got, tiled, c.act, 3e-5).ok) << "tiled heads not caught";
+      }
     }
   }
 }
@@ -202,7 +210,8 @@ TEST(OpRmsNormGated, MatchesF64ReferenceWithRoundings) {
   for (DType act : {DType::BF16, DType::F32})
     for (int64_t d : {16, 128}) {
       const int64_t n = 7;
-      Buffer x = randn(act, {n, d}, 21 + d, 2.0f), z = randn(act, {n, d}, 22 + d, 2.0f), w = randn(act, {d}, 23);
+      Buffer x = randn(act, {n, d}, 21 + d, 2.0f), z = randn(act, {n, d}, 22 + d, 2.0f),
+             w = randn(act, {d}, 23);
       auto dx = upload_new(*be, x), dz = upload_new(*be, z), dw = upload_new(*be, w);
       auto out = be->alloc(act, {n, d});
       be->rms_norm_gated(dx, dz, dw, 1e-6f, out);
@@ -213,7 +222,8 @@ TEST(OpRmsNormGated, MatchesF64ReferenceWithRoundings) {
         for (int64_t i = 0; i < d; ++i) ss += xv[r * d + i] * xv[r * d + i];
         const double inv = 1.0 / std::sqrt(ss / d + 1e-6);
         for (int64_t i = 0; i < d; ++i)
-          ref[r * d + i] = rnd64(rnd64(wv[i] * rnd64(xv[r * d + i] * inv, act), act) * silu64(zv[r * d + i]), act);
+          ref[r * d + i] =
+              rnd64(rnd64(wv[i] * rnd64(xv[r * d + i] * inv, act), act) * silu64(zv[r * d + i]), act);
       }
       SCOPED_TRACE("d=" + std::to_string(d));
       EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
@@ -229,7 +239,8 @@ TEST(OpSigmoidMul, MatchesF64Reference) {
     be->sigmoid_mul(dx, dz, out);
     auto xv = to_f64(x), zv = to_f64(z);
     std::vector<double> ref(xv.size());
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] = rnd64(xv[i] * rnd64(1.0 / (1.0 + std::exp(-zv[i])), act), act);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ref[i] = rnd64(xv[i] * rnd64(1.0 / (1.0 + std::exp(-zv[i])), act), act);
     EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
   }
 }
@@ -275,7 +286,8 @@ TEST(OpEmbeddingBag, MatchesF64Reference) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < d; ++c) {
         double s = 0;
-        for (int64_t t = 0; t < taps; ++t) s += tv[idx.as<int32_t>()[i * taps + t] * d + c] * wv[i * taps + t];
+        for (int64_t t = 0; t < taps; ++t)
+          s += tv[idx.as<int32_t>()[i * taps + t] * d + c] * wv[i * taps + t];
         ref[i * d + c] = rnd64(s, act);
       }
     EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);

@@ -49,7 +49,8 @@ struct Pass {
   std::vector<int32_t> thw;
 };
 
-Pass teacher_forced(const Loaded& L, const Case& c, const std::vector<int32_t>& ids, const Tensor* hf_image_embeds) {
+Pass teacher_forced(const Loaded& L, const Case& c, const std::vector<int32_t>& ids,
+                    const Tensor* hf_image_embeds) {
   Pass out;
   auto* m = L.q35();
   m->set_capture([&](const std::string& name, const Tensor& host) { out.got[name] = to_f32_vector(host); });

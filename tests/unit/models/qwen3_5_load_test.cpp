@@ -1,9 +1,9 @@
 // Qwen3.5 admission: text-only configs (vision_config absent or null), a vision tower tensorfold
 // cannot read, MTP weights, layer_types fallback, and the prompt-cache state property (states
 // after a chunk-aligned split prefill equal those of one pass, bit for bit).
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "models/qwen3_5/config.h"
 #include "qwen3_5_test_util.h"
@@ -20,7 +20,8 @@ const std::string kBf16 = "qwen3_5-tiny-bf16";
 struct TempCkpt {
   fs::path dir;
   explicit TempCkpt(const nlohmann::json& config) {
-    dir = fs::temp_directory_path() / ("tf_qwen35_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    dir = fs::temp_directory_path() /
+          ("tf_qwen35_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::create_directories(dir);
     fs::create_symlink(golden_root() + "/ckpt/" + kBf16 + "/model.safetensors", dir / "model.safetensors");
     std::ofstream(dir / "config.json") << config.dump();
@@ -126,7 +127,7 @@ TEST(Qwen35Load, LayerTypesFallBackToFullAttentionInterval) {
   EXPECT_EQ(c->text.rotary_dim, 16);
   EXPECT_EQ(c->text.mrope_section, (std::array<int64_t, 3>{3, 3, 2}));
   cfg["text_config"]["layer_types"] = {"linear_attention", "sliding_attention", "full_attention",
-                                       "linear_attention", "linear_attention", "full_attention"};
+                                       "linear_attention", "linear_attention",  "full_attention"};
   auto j2 = JsonConfig::from_json(cfg, "config.json");
   auto c2 = qwen3_5::parse_config(*j2);
   ASSERT_FALSE(c2.ok());
@@ -152,7 +153,8 @@ TEST(Qwen35Load, ChunkAlignedPrefillStatesAreBitExact) {
   // Image rows of the prompt, in order, so a chunk gets its slice of the embeddings.
   std::vector<int64_t> img_before(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < n; ++i)
-    img_before[static_cast<size_t>(i + 1)] = img_before[static_cast<size_t>(i)] + (ids[static_cast<size_t>(i)] == m->info().image_token_id);
+    img_before[static_cast<size_t>(i + 1)] =
+        img_before[static_cast<size_t>(i)] + (ids[static_cast<size_t>(i)] == m->info().image_token_id);
   auto run = [&](const std::vector<int64_t>& cuts, std::vector<float>* last_logits) {
     auto cache = m->new_cache(n);
     dynamic_cast<qwen3_5::Qwen35Cache*>(cache.get())->set_rope_index(*ri);
@@ -161,7 +163,8 @@ TEST(Qwen35Load, ChunkAlignedPrefillStatesAreBitExact) {
       ForwardBatch b;
       b.token_ids.assign(ids.begin() + a, ids.begin() + bnd);
       for (int64_t i = a; i < bnd; ++i) b.positions.push_back(static_cast<int32_t>(i));
-      const Tensor slice = emb->tensor().slice_rows(img_before[static_cast<size_t>(a)], img_before[static_cast<size_t>(bnd)]);
+      const Tensor slice =
+          emb->tensor().slice_rows(img_before[static_cast<size_t>(a)], img_before[static_cast<size_t>(bnd)]);
       b.image_embeds = slice.dim(0) ? &slice : nullptr;
       if (bnd == n) b.logit_rows = {static_cast<int32_t>(bnd - a - 1)};
       auto r = m->forward(b, *cache);

@@ -87,7 +87,8 @@ inline Expected<Case> read_case(const std::string& case_dir) {
   }
   // The rebuilt pixel_values (all images concatenated) must be HF's, bit for bit.
   const auto& ht = prompt["hashed_tensors"];
-  if (ht.contains("input.pixel_values") && all.hex_digest() != ht["input.pixel_values"]["sha256"].get<std::string>())
+  if (ht.contains("input.pixel_values") &&
+      all.hex_digest() != ht["input.pixel_values"]["sha256"].get<std::string>())
     return make_error("rebuilt pixel_values differ from HF's");
   return c;
 }
@@ -155,8 +156,8 @@ inline Expected<std::vector<int32_t>> greedy(const Loaded& L, const Case& c, int
 // printed as NEAR-TIE): both candidates are then adjacent bf16 values, and last-bit differences of
 // the f32 accumulations decide between them (HF's own cached decode and full pass disagree at such
 // steps: greedy.json teacher_forced_agree < 64).
-inline void expect_greedy_matches(const std::vector<int32_t>& got, const nlohmann::json& g, const std::string& what,
-                                  bool bf16_logits) {
+inline void expect_greedy_matches(const std::vector<int32_t>& got, const nlohmann::json& g,
+                                  const std::string& what, bool bf16_logits) {
   const auto& want = g["new_ids"];
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -164,11 +165,16 @@ inline void expect_greedy_matches(const std::vector<int32_t>& got, const nlohman
     const auto& st = g["steps"][i];
     const double margin = st["margin"].get<double>();
     const float top1 = static_cast<float>(st["top1_logit"].get<double>());
-    const double ulp = std::fabs(static_cast<double>(bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(top1) + 1))) - top1);
+    const double ulp =
+        std::fabs(static_cast<double>(bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(top1) + 1))) - top1);
     const bool near_tie = bf16_logits && margin > 0 && margin <= ulp;
-    std::printf("[%s] first greedy difference at step %zu: ours %d, HF %d, HF top-2 margin %g%s\n", what.c_str(), i,
-                got[i], want[i].get<int32_t>(), margin, near_tie ? "  NEAR-TIE (one bf16 ulp)" : "");
-    if (!near_tie) EXPECT_EQ(margin, 0.0) << what << ": greedy differs at step " << i << " where HF's margin is " << margin;
+    std::printf("[%s] first greedy difference at step %zu: ours %d, HF %d, HF top-2 margin %g%s\n",
+                what.c_str(), i, got[i], want[i].get<int32_t>(), margin,
+                near_tie ? "  NEAR-TIE (one bf16 ulp)" : "");
+    if (!near_tie) {
+      EXPECT_EQ(margin, 0.0) << what << ": greedy differs at step " << i << " where HF's margin is "
+                             << margin;
+    }
     return;
   }
   std::printf("[%s] greedy: all %zu ids equal HF\n", what.c_str(), got.size());
