@@ -118,11 +118,14 @@ class Backend {
   // key_ranges[n_q, 2] I32: query row i attends keys [begin_i, end_i) (causal decoding over a KV
   // cache: [0, pos_i + 1); block-diagonal vision attention: the row's image span). GQA: query head
   // h reads kv head h / (heads / kv_heads) (repeat_kv = repeat_interleave).
-  // Semantics of SDPA with an f32 softmax: s_j = fl32(dot_f32(q, k_j) * scale); p_j = expf(s_j - max);
-  // out = rnd(Σ_j p_j v_j / Σ_j p_j), keys visited in increasing j, all sums f32. One rounding.
-  // (HF's default sdpa on CUDA runs flash/mem-efficient kernels whose P·V step rounds P to bf16
-  // and rescales per tile; that makes ±1 bf16 ulp differences on the output, inside the
-  // cosine tolerance. The eager path differs further: it rounds QK^T to bf16.)
+  // Semantics of PyTorch's flash SDPA (the CPU kernel the oracle runs, and the CUDA flash kernels):
+  //   s_j = fl32(dot_f32(q, k_j) * scale); m = max_j s_j; p_j = expf(s_j - m); l = Σ_j p_j (f32, unrounded);
+  //   out = rnd(Σ_j rnd(p_j) · v_j / l)
+  // i.e. the unnormalised probabilities are rounded to act before P·V (bf16 GEMM with f32
+  // accumulation), the row sum is not. Keys are visited in increasing j with one global max per row,
+  // so the result does not depend on tiling, chunking or batch. (PyTorch's CPU kernel tiles keys by
+  // 512 with a running max; for rows with more than 512 keys its rounding of p_j can differ by an
+  // ulp from this. The eager path differs further: it rounds QK^T to bf16.)
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
                          const Tensor& out) = 0;
 

@@ -1,5 +1,5 @@
-// attention: per (query row, head) an exact f32 softmax over the row's key range, keys visited in
-// increasing order, one rounding of the output. Independent of batch composition and chunking:
+// attention: per (query row, head) an f32 softmax over the row's key range with the unnormalised
+// probabilities rounded to act before P·V (flash SDPA), keys visited in increasing order. Independent of batch composition and chunking:
 // a decode row and the same row inside a prefill chunk see the same keys in the same order.
 #include <algorithm>
 #include <cmath>
@@ -49,9 +49,10 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor&
         l += p[j];
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
+      const DType act = q.dtype;
       for (int64_t j = b; j < e; ++j) {
         const float* vr = vf.data() + (j * kv_heads + kh) * d;
-        const float pj = p[j - b];
+        const float pj = rnd(p[j - b], act);
         for (int64_t c = 0; c < d; ++c) acc[c] += pj * vr[c];
       }
       for (int64_t c = 0; c < d; ++c) acc[c] = acc[c] / l;

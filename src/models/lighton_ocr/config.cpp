@@ -6,11 +6,13 @@ namespace tf::lighton_ocr {
 namespace {
 
 // rope_parameters (v5) or the legacy rope_theta / rope_scaling keys; only the default rope type.
-Expected<double> parse_rope_theta(const JsonConfig& c, double fallback) {
+// A 5.17 re-save writes "axial" for the Pixtral vision rope (PixtralVisionRotaryEmbedding); published
+// configs say "default". Both mean the same 2D table there.
+Expected<double> parse_rope_theta(const JsonConfig& c, double fallback, bool vision = false) {
   TF_ASSIGN(auto rp, c.object_if("rope_parameters"));
   if (rp) {
     TF_ASSIGN(std::string type, rp->get_string("rope_type", "default"));
-    if (type != "default")
+    if (type != "default" && !(vision && type == "axial"))
       return rp->error("rope_type", "is '" + type + "'; tensorfold supports only the default RoPE here");
     if (rp->has("rope_theta")) return rp->get_number("rope_theta");
   }
@@ -42,7 +44,7 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
     return v.error("hidden_size", "must be a multiple of num_attention_heads");
   out.head_dim = out.hidden_size / out.num_attention_heads;
   if (out.head_dim % 4 != 0) return v.error("hidden_size", "/ num_attention_heads must be a multiple of 4 (2D RoPE)");
-  TF_ASSIGN(out.rope_theta, parse_rope_theta(v, 10000.0));
+  TF_ASSIGN(out.rope_theta, parse_rope_theta(v, 10000.0, true));
   return out;
 }
 

@@ -54,11 +54,14 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
     DeviceBuffer rows = upload_i32(b, image_rows);
     b.scatter_rows(*batch.image_embeds, rows, h);  // inputs_embeds.masked_scatter(image mask, features)
   }
+  capture(capture_, b, pre + ".layers.0:input", h);
 
   const std::vector<float> inv_freq = rope_inv_freq(hd, t.rope_theta);
   DeviceBuffer angles = upload_new(b, rope_angles_1d(batch.positions, inv_freq));  // [n_rows, hd/2]
   DeviceBuffer cos = b.alloc(act, {n, hd}), sin = b.alloc(act, {n, hd});
   b.rope_cos_sin(angles, cos, sin);
+  capture(capture_, b, pre + ".rotary_emb.cos", cos);
+  capture(capture_, b, pre + ".rotary_emb.sin", sin);
   std::vector<int32_t> ranges(static_cast<size_t>(2 * n));  // causal over this sequence's cache
   for (int64_t i = 0; i < n; ++i) ranges[static_cast<size_t>(2 * i + 1)] = batch.positions[static_cast<size_t>(i)] + 1;
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});

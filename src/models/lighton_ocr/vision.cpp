@@ -76,6 +76,8 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
   DeviceBuffer dang = upload_new(b, angles);
   DeviceBuffer cos = b.alloc(act, {n, hd}), sin = b.alloc(act, {n, hd});
   b.rope_cos_sin(dang, cos, sin);
+  capture(capture_, b, pre + ".patch_positional_embedding.cos", cos);
+  capture(capture_, b, pre + ".patch_positional_embedding.sin", sin);
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));

@@ -27,12 +27,24 @@ struct Plan {
 
 Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backend, DType act) {
   Weights w;
-  if (wm.has("model.vision_encoder.patch_conv.weight") || !wm.has("model.vision_tower.patch_conv.weight")) {
-    w.vision_prefix = "model.vision_encoder";
-    w.projector_prefix = "model.vision_projection";
-  } else {
+  // Three name layouts: LightOnOcr modules; Mistral3 modules; and the Mistral3 layout Transformers
+  // writes to disk (its conversion mapping renames model.language_model. -> language_model.model.,
+  // lm_head. -> language_model.lm_head., and drops the leading "model." of the vision modules).
+  std::string vfile, pfile, tp = "model.language_model.", lm_head_name = "lm_head.weight";
+  if (wm.has("model.vision_tower.patch_conv.weight") && !wm.has("model.vision_encoder.patch_conv.weight")) {
     w.vision_prefix = "model.vision_tower";
     w.projector_prefix = "model.multi_modal_projector";
+    vfile = w.vision_prefix, pfile = w.projector_prefix;
+  } else if (wm.has("vision_tower.patch_conv.weight") && !wm.has("model.vision_encoder.patch_conv.weight")) {
+    w.vision_prefix = "model.vision_tower";
+    w.projector_prefix = "model.multi_modal_projector";
+    vfile = "vision_tower", pfile = "multi_modal_projector";
+    tp = "language_model.model.";
+    lm_head_name = "language_model.lm_head.weight";
+  } else {
+    w.vision_prefix = "model.vision_encoder";
+    w.projector_prefix = "model.vision_projection";
+    vfile = w.vision_prefix, pfile = w.projector_prefix;
   }
   const VisionConfig& v = cfg.vision;
   const TextConfig& t = cfg.text;
@@ -41,7 +53,7 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   const int64_t qd = t.num_attention_heads * hd, kvd = t.num_key_value_heads * hd;
   Plan plan{wm, act, {}, 0, 0};
 
-  const std::string vp = w.vision_prefix + ".", pp = w.projector_prefix + ".";
+  const std::string vp = vfile + ".", pp = pfile + ".";
   const Shape conv_gemm{hv, C * p * p};
   TF_TRY(plan.need(&w.patch_conv, vp + "patch_conv.weight", {hv, C, p, p}, &conv_gemm));
   TF_TRY(plan.need(&w.ln_pre, vp + "ln_pre.weight", {hv}));
@@ -68,7 +80,6 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
     TF_TRY(plan.need(&w.linear_2_bias, pp + "linear_2.bias", {h}));
   }
 
-  const std::string tp = "model.language_model.";
   TF_TRY(plan.need(&w.embed_tokens, tp + "embed_tokens.weight", {t.vocab_size, h}));
   w.text_layers.resize(static_cast<size_t>(t.num_hidden_layers));
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
@@ -94,10 +105,10 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   }
   TF_TRY(plan.need(&w.norm, tp + "norm.weight", {h}));
   if (!cfg.tie_word_embeddings) {
-    TF_TRY(plan.need(&w.lm_head, "lm_head.weight", {t.vocab_size, h}));
-  } else if (wm.has("lm_head.weight")) {
+    TF_TRY(plan.need(&w.lm_head, lm_head_name, {t.vocab_size, h}));
+  } else if (wm.has(lm_head_name)) {
     // Tied: Transformers points lm_head at embed_tokens; a stored copy must still be well formed.
-    TF_ASSIGN(Tensor unused, wm.get("lm_head.weight", act, {t.vocab_size, h}));
+    TF_ASSIGN(Tensor unused, wm.get(lm_head_name, act, {t.vocab_size, h}));
     (void)unused;
   }
   TF_TRY(wm.check_all_used({}));

@@ -78,7 +78,7 @@ TEST(OpRope, CosSinTableAndRotationWithThreeRoundings) {
 
 std::vector<double> attn_ref(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
                              const std::vector<int32_t>& ranges, int64_t n_q, int64_t heads, int64_t kv_heads,
-                             int64_t d, double scale, DType act) {
+                             int64_t d, double scale, DType act, bool round_p = true) {
   std::vector<double> out(static_cast<size_t>(n_q * heads * d));
   for (int64_t i = 0; i < n_q; ++i)
     for (int64_t h = 0; h < heads; ++h) {
@@ -95,7 +95,7 @@ std::vector<double> attn_ref(const std::vector<double>& q, const std::vector<dou
       for (double& x : s) l += (x = std::exp(x - m));
       for (int64_t c = 0; c < d; ++c) {
         double acc = 0;
-        for (int64_t j = b; j < e; ++j) acc += s[j - b] * v[(j * kv_heads + kh) * d + c];
+        for (int64_t j = b; j < e; ++j) acc += (round_p ? rnd64(s[j - b], act) : s[j - b]) * v[(j * kv_heads + kh) * d + c];
         out[(i * heads + h) * d + c] = rnd64(acc / l, act);
       }
     }
@@ -131,6 +131,12 @@ TEST(OpAttention, CausalGqaAndBlockDiagonal) {
       auto ref = attn_ref(to_f64(q), to_f64(k), to_f64(v), ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act);
       SCOPED_TRACE("n_q=" + std::to_string(c.n_q) + " d=" + std::to_string(c.d));
       EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
+      if (act == DType::BF16 && c.n_k >= 9) {
+        // Rounding P to bf16 is observable: the unrounded-P reference is rejected.
+        auto exact = attn_ref(to_f64(q), to_f64(k), to_f64(v), ranges, c.n_q, c.heads, c.kv_heads, c.d, scale,
+                              act, /*round_p=*/false);
+        EXPECT_FALSE(compare(host_f32(*be, out), exact, act).ok) << "P rounding point unseen";
+      }
     }
   }
 }
