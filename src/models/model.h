@@ -14,8 +14,8 @@
 namespace tf {
 
 struct ModelInfo {
-  std::string family;      // "lighton_ocr"
-  std::string model_type;  // config.json's model_type ("lighton_ocr" or "mistral3")
+  std::string family;         // "lighton_ocr"
+  std::string model_type;     // config.json's model_type ("lighton_ocr" or "mistral3")
   DType dtype = DType::BF16;  // activation dtype = the checkpoint's dtype
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;  // decoder hidden size (rows of image embeddings have this width)
@@ -24,8 +24,8 @@ struct ModelInfo {
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   int64_t image_token_id = -1;
-  int64_t patch_size = 0;          // vision patch size in pixels
-  int64_t spatial_merge_size = 1;  // image tokens per side = patches per side / this
+  int64_t patch_size = 0;              // vision patch size in pixels
+  int64_t spatial_merge_size = 1;      // image tokens per side = patches per side / this
   std::vector<int64_t> eos_token_ids;  // from config.json (generation_config.json is the runtime's)
   int64_t n_params = 0;
   size_t weight_bytes = 0;
@@ -81,6 +81,13 @@ class Model {
   virtual Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) = 0;
   // Null to switch capturing off.
   virtual void set_capture(CaptureFn fn) = 0;
+  // Called once per sequence before its first forward, with the whole prompt and each image's
+  // grid (t, h, w in patches; empty for families without one). Families whose positions are not
+  // plain (Qwen3.5's M-RoPE) plan them here.
+  virtual Status begin_prompt(SequenceCache& /*cache*/, const std::vector<int32_t>& /*prompt_ids*/,
+                              const std::vector<std::vector<int64_t>>& /*image_grids*/) {
+    return {};
+  }
 };
 
 }  // namespace tf

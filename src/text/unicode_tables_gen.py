@@ -66,6 +66,7 @@ def main():
         "// Do not edit. Exact HF tokenizers (Unicode 16) membership of \\p{L}, \\p{N}, \\p{M} and \\s.",
         '#include "text/unicode.h"',
         "",
+        "// clang-format off",
         "namespace tf::text {",
         "namespace {",
     ]
@@ -102,6 +103,7 @@ def main():
         "std::span<const CodeRange> post_unicode9_normalization_ranges() { return kPostUnicode9Normalization; }",
         "",
         "}  // namespace tf::text",
+        "// clang-format on",
         "",
     ]
     with open(DST, "w", encoding="utf-8") as f:

@@ -1,6 +1,7 @@
 // attention: per (query row, head) an f32 softmax over the row's key range with the unnormalised
-// probabilities rounded to act before P·V (flash SDPA), keys visited in increasing order. Independent of batch composition and chunking:
-// a decode row and the same row inside a prefill chunk see the same keys in the same order.
+// probabilities rounded to act before P·V (flash SDPA), keys visited in increasing order. Independent of
+// batch composition and chunking: a decode row and the same row inside a prefill chunk see the same keys in
+// the same order.
 #include <algorithm>
 #include <cmath>
 #include <vector>

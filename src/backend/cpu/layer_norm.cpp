@@ -7,7 +7,8 @@
 
 namespace tf::cpu {
 
-void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) {
+void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                const Tensor& out) {
   TF_CHECK(x.rank() >= 1 && out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
   const int64_t d = x.dim(-1), n = d ? x.numel() / d : 0;
   TF_CHECK(w.numel() == d && b.numel() == d && is_float_act(w.dtype) && is_float_act(b.dtype));

@@ -20,11 +20,13 @@ Buffer rope_angles_1d(const std::vector<int32_t>& positions, const std::vector<f
   Buffer a(DType::F32, {n, h});
   for (int64_t i = 0; i < n; ++i)
     for (int64_t k = 0; k < h; ++k)
-      a.as<float>()[i * h + k] = static_cast<float>(positions[static_cast<size_t>(i)]) * inv_freq[static_cast<size_t>(k)];
+      a.as<float>()[i * h + k] =
+          static_cast<float>(positions[static_cast<size_t>(i)]) * inv_freq[static_cast<size_t>(k)];
   return a;
 }
 
-Buffer pixtral_rope_angles(const std::vector<std::pair<int64_t, int64_t>>& grids, int64_t head_dim, double theta) {
+Buffer pixtral_rope_angles(const std::vector<std::pair<int64_t, int64_t>>& grids, int64_t head_dim,
+                           double theta) {
   const std::vector<float> f = rope_inv_freq(head_dim, theta);
   const int64_t q = head_dim / 4, half = head_dim / 2;
   int64_t n = 0;

@@ -21,6 +21,7 @@ Buffer rope_angles_1d(const std::vector<int32_t>& positions, const std::vector<f
 // image (r, c restart at 0 per image, patches row-major):
 //   angles[:, j] = fl32(r * f[2j]),  angles[:, head_dim/4 + j] = fl32(c * f[2j + 1]),  j < head_dim/4.
 // grids: (rows, cols) of patches per image. [Σ rows*cols, head_dim/2].
-Buffer pixtral_rope_angles(const std::vector<std::pair<int64_t, int64_t>>& grids, int64_t head_dim, double theta);
+Buffer pixtral_rope_angles(const std::vector<std::pair<int64_t, int64_t>>& grids, int64_t head_dim,
+                           double theta);
 
 }  // namespace tf

@@ -22,7 +22,8 @@ Expected<double> parse_rope_theta(const JsonConfig& c, double fallback, bool vis
     if (type.empty()) {
       TF_ASSIGN(type, rs->get_string("type"));
     }
-    if (type != "default") return rs->error("rope_type", "is '" + type + "'; tensorfold supports only the default RoPE here");
+    if (type != "default")
+      return rs->error("rope_type", "is '" + type + "'; tensorfold supports only the default RoPE here");
   }
   return c.get_number("rope_theta", fallback);
 }
@@ -39,11 +40,13 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   // PixtralVisionConfig's default hidden_act is "gelu"; every LightOnOCR checkpoint says "silu".
   TF_ASSIGN(out.hidden_act, v.get_string("hidden_act", "gelu"));
   if (out.hidden_act != "silu")
-    return v.error("hidden_act", "is '" + out.hidden_act + "'; tensorfold supports the gated-SiLU Pixtral MLP (silu) only");
+    return v.error("hidden_act",
+                   "is '" + out.hidden_act + "'; tensorfold supports the gated-SiLU Pixtral MLP (silu) only");
   if (out.hidden_size % out.num_attention_heads != 0)
     return v.error("hidden_size", "must be a multiple of num_attention_heads");
   out.head_dim = out.hidden_size / out.num_attention_heads;
-  if (out.head_dim % 4 != 0) return v.error("hidden_size", "/ num_attention_heads must be a multiple of 4 (2D RoPE)");
+  if (out.head_dim % 4 != 0)
+    return v.error("hidden_size", "/ num_attention_heads must be a multiple of 4 (2D RoPE)");
   TF_ASSIGN(out.rope_theta, parse_rope_theta(v, 10000.0, true));
   return out;
 }
@@ -62,7 +65,8 @@ Expected<TextConfig> parse_text(const JsonConfig& t) {
   TF_ASSIGN(out.attention_bias, t.get_bool("attention_bias", false));
   TF_ASSIGN(out.rope_theta, parse_rope_theta(t, 10000.0));
   TF_ASSIGN(std::string act, t.get_string("hidden_act", "silu"));
-  if (act != "silu") return t.error("hidden_act", "is '" + act + "'; the Qwen3 decoder here supports silu only");
+  if (act != "silu")
+    return t.error("hidden_act", "is '" + act + "'; the Qwen3 decoder here supports silu only");
   if (out.num_attention_heads % out.num_key_value_heads != 0)
     return t.error("num_attention_heads", "must be a multiple of num_key_value_heads");
   if (out.head_dim % 2 != 0) return t.error("head_dim", "must be even (RoPE)");
@@ -70,7 +74,8 @@ Expected<TextConfig> parse_text(const JsonConfig& t) {
   if (sliding) return t.error("use_sliding_window", "is true; tensorfold serves full-attention Qwen3 only");
   TF_ASSIGN(auto layer_types, t.get_string_list("layer_types", {}));
   for (const auto& lt : layer_types)
-    if (lt != "full_attention") return t.error("layer_types", "contains '" + lt + "'; only full_attention is supported");
+    if (lt != "full_attention")
+      return t.error("layer_types", "contains '" + lt + "'; only full_attention is supported");
   return out;
 }
 
@@ -84,12 +89,13 @@ Expected<Config> parse_config(const JsonConfig& json) {
   TF_ASSIGN(JsonConfig tj, json.object("text_config"));
   TF_ASSIGN(JsonConfig vj, json.object("vision_config"));
   // A mistral3 config without sub-config model types defaults to mistral + pixtral in HF.
-  TF_ASSIGN(std::string text_type, tj.get_string("model_type", c.model_type == "mistral3" ? "mistral" : "qwen3"));
+  TF_ASSIGN(std::string text_type,
+            tj.get_string("model_type", c.model_type == "mistral3" ? "mistral" : "qwen3"));
   TF_ASSIGN(std::string vision_type, vj.get_string("model_type", "pixtral"));
   if (text_type != "qwen3") {
     if (c.model_type == "mistral3")
-      return make_error("this mistral3 checkpoint is not a LightOnOCR model (text_config.model_type is " + text_type +
-                        "); tensorfold serves mistral3 with a qwen3 decoder only");
+      return make_error("this mistral3 checkpoint is not a LightOnOCR model (text_config.model_type is " +
+                        text_type + "); tensorfold serves mistral3 with a qwen3 decoder only");
     return tj.error("model_type", "is '" + text_type + "'; LightOnOCR has a qwen3 decoder");
   }
   if (vision_type != "pixtral") {
@@ -123,9 +129,11 @@ Expected<Config> parse_config(const JsonConfig& json) {
     }
     if (json.has("vision_feature_layer")) {
       const auto& vfl = json.json().at("vision_feature_layer");
-      const bool last = (vfl.is_number_integer() && vfl.get<int64_t>() == -1) ||
-                        (vfl.is_array() && vfl.size() == 1 && vfl[0].is_number_integer() && vfl[0].get<int64_t>() == -1);
-      if (!last) return json.error("vision_feature_layer", "must be -1 (the last vision layer) for LightOnOCR");
+      const bool last =
+          (vfl.is_number_integer() && vfl.get<int64_t>() == -1) ||
+          (vfl.is_array() && vfl.size() == 1 && vfl[0].is_number_integer() && vfl[0].get<int64_t>() == -1);
+      if (!last)
+        return json.error("vision_feature_layer", "must be -1 (the last vision layer) for LightOnOCR");
     }
   }
   if (c.image_token_id < 0 || c.image_token_id >= c.text.vocab_size)

@@ -14,7 +14,8 @@ struct VisionConfig {  // PixtralVisionConfig
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
-  int64_t head_dim = 0;  // always hidden_size / num_attention_heads (PixtralAttention ignores config.head_dim)
+  int64_t head_dim =
+      0;  // always hidden_size / num_attention_heads (PixtralAttention ignores config.head_dim)
   int64_t intermediate_size = 0;
   int64_t patch_size = 0;
   int64_t image_size = 1024;

@@ -25,7 +25,8 @@ Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weight
   info.eos_token_ids = cfg.eos_token_ids;
   info.n_params = w.n_params;
   info.weight_bytes = w.n_bytes;
-  return std::unique_ptr<Model>(new LightOnOcrModel(std::move(cfg), std::move(weights), std::move(w), backend, info));
+  return std::unique_ptr<Model>(
+      new LightOnOcrModel(std::move(cfg), std::move(weights), std::move(w), backend, info));
 }
 
 int64_t LightOnOcrModel::n_image_tokens(int64_t height, int64_t width) const {

@@ -23,7 +23,11 @@ class KvCache final : public SequenceCache {
 class LightOnOcrModel final : public Model {
  public:
   LightOnOcrModel(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
-      : cfg_(std::move(cfg)), wm_(std::move(wm)), w_(std::move(w)), backend_(backend), info_(std::move(info)) {}
+      : cfg_(std::move(cfg)),
+        wm_(std::move(wm)),
+        w_(std::move(w)),
+        backend_(backend),
+        info_(std::move(info)) {}
   const ModelInfo& info() const override { return info_; }
   Backend& backend() override { return backend_; }
   int64_t n_image_tokens(int64_t height, int64_t width) const override;
@@ -35,7 +39,8 @@ class LightOnOcrModel final : public Model {
 
  private:
   // vision.cpp
-  DeviceBuffer vision_tower(const std::vector<ImageInput>& images, const std::vector<std::pair<int64_t, int64_t>>& grids);
+  DeviceBuffer vision_tower(const std::vector<ImageInput>& images,
+                            const std::vector<std::pair<int64_t, int64_t>>& grids);
   DeviceBuffer projector(const Tensor& feats, const std::vector<std::pair<int64_t, int64_t>>& grids);
 
   Config cfg_;

@@ -16,8 +16,8 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
   const int64_t n = static_cast<int64_t>(batch.token_ids.size());
   if (n == 0) return make_error("forward: empty batch");
   if (batch.positions.size() != batch.token_ids.size())
-    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " + std::to_string(n) +
-                      " tokens");
+    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " +
+                      std::to_string(n) + " tokens");
   std::vector<int32_t> image_rows;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
@@ -30,14 +30,15 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
   }
   const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
   if (n_img != static_cast<int64_t>(image_rows.size()))
-    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " + std::to_string(n_img) +
-                      " image embedding rows");
+    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " +
+                      std::to_string(n_img) + " image embedding rows");
   if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != t.hidden_size ||
                              batch.image_embeds->dtype != info_.dtype))
     return make_error("forward: image embeddings must be " + std::string(dtype_name(info_.dtype)) + " [n, " +
                       std::to_string(t.hidden_size) + "]");
   for (int32_t r : batch.logit_rows)
-    if (r < 0 || r >= n) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+    if (r < 0 || r >= n)
+      return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
 
   Backend& b = backend_;
   const DType act = info_.dtype;
@@ -63,7 +64,8 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
   capture(capture_, b, pre + ".rotary_emb.cos", cos);
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
   std::vector<int32_t> ranges(static_cast<size_t>(2 * n));  // causal over this sequence's cache
-  for (int64_t i = 0; i < n; ++i) ranges[static_cast<size_t>(2 * i + 1)] = batch.positions[static_cast<size_t>(i)] + 1;
+  for (int64_t i = 0; i < n; ++i)
+    ranges[static_cast<size_t>(2 * i + 1)] = batch.positions[static_cast<size_t>(i)] + 1;
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
   DeviceBuffer slots = upload_i32(b, batch.positions);

@@ -23,8 +23,8 @@ Expected<DeviceBuffer> LightOnOcrModel::encode_images(const std::vector<ImageInp
     const Tensor& px = im.pixel_values;
     const std::string which = "image " + std::to_string(i) + ": ";
     if (px.rank() != 3 || px.dtype != DType::F32 || px.dim(0) != v.num_channels)
-      return make_error(which + "pixel_values must be F32 [" + std::to_string(v.num_channels) + ", H, W], got " +
-                        std::string(dtype_name(px.dtype)) + " " + shape_str(px.shape));
+      return make_error(which + "pixel_values must be F32 [" + std::to_string(v.num_channels) +
+                        ", H, W], got " + std::string(dtype_name(px.dtype)) + " " + shape_str(px.shape));
     if (im.height <= 0 || im.width <= 0 || im.height % p || im.width % p || im.height > px.dim(1) ||
         im.width > px.dim(2))
       return make_error(which + "size " + std::to_string(im.height) + "x" + std::to_string(im.width) +
@@ -96,7 +96,8 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
     const Tensor qh = q.tensor().reshaped(heads_shape), kh = k.tensor().reshaped(heads_shape);
     b.rope(qh, cos, sin, qh);
     b.rope(kh, cos, sin, kh);
-    b.attention(qh, kh, val.tensor().reshaped(heads_shape), dranges, scale, attn.tensor().reshaped(heads_shape));
+    b.attention(qh, kh, val.tensor().reshaped(heads_shape), dranges, scale,
+                attn.tensor().reshaped(heads_shape));
     b.linear(attn, L.o_proj, nullptr, o);
     capture(capture_, b, name + ".attention", o);
     b.add(h, o, h);
@@ -113,7 +114,8 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
   return h;
 }
 
-DeviceBuffer LightOnOcrModel::projector(const Tensor& feats, const std::vector<std::pair<int64_t, int64_t>>& grids) {
+DeviceBuffer LightOnOcrModel::projector(const Tensor& feats,
+                                        const std::vector<std::pair<int64_t, int64_t>>& grids) {
   Backend& b = backend_;
   const DType act = info_.dtype;
   const int64_t hv = cfg_.vision.hidden_size, ht = cfg_.text.hidden_size, n = feats.dim(0);
@@ -127,7 +129,8 @@ DeviceBuffer LightOnOcrModel::projector(const Tensor& feats, const std::vector<s
   int64_t off = 0, toff = 0;
   for (auto [gh, gw] : grids) {
     const int64_t t = (gh / 2) * (gw / 2);
-    b.unfold_2x2(xn.tensor().slice_rows(off, off + gh * gw), gh, gw, merged.tensor().slice_rows(toff, toff + t));
+    b.unfold_2x2(xn.tensor().slice_rows(off, off + gh * gw), gh, gw,
+                 merged.tensor().slice_rows(toff, toff + t));
     off += gh * gw;
     toff += t;
   }

@@ -13,7 +13,8 @@ struct Plan {
   int64_t n_params = 0;
   size_t n_bytes = 0;
 
-  Status need(DeviceBuffer* slot, const std::string& name, const Shape& shape, const Shape* view_as = nullptr) {
+  Status need(DeviceBuffer* slot, const std::string& name, const Shape& shape,
+              const Shape* view_as = nullptr) {
     TF_ASSIGN(Tensor t, wm.get(name, act, shape));
     if (view_as) t = t.reshaped(*view_as);
     items.emplace_back(slot, t);

@@ -11,11 +11,11 @@
 namespace tf::lighton_ocr {
 
 struct VisionLayerWeights {
-  DeviceBuffer attention_norm;         // [hidden_v]
+  DeviceBuffer attention_norm;                  // [hidden_v]
   DeviceBuffer q_proj, k_proj, v_proj, o_proj;  // [hidden_v, hidden_v]
-  DeviceBuffer ffn_norm;               // [hidden_v]
-  DeviceBuffer gate_proj, up_proj;     // [intermediate_v, hidden_v]
-  DeviceBuffer down_proj;              // [hidden_v, intermediate_v]
+  DeviceBuffer ffn_norm;                        // [hidden_v]
+  DeviceBuffer gate_proj, up_proj;              // [intermediate_v, hidden_v]
+  DeviceBuffer down_proj;                       // [hidden_v, intermediate_v]
 };
 
 struct TextLayerWeights {

@@ -16,9 +16,11 @@ TEST(OpElementwise, SiluMulTwoRoundingsGeluAdd) {
       // GELU inputs stay in [-3, 3]: further out 1 + erf(x) cancels in f32 (as in PyTorch's opmath),
       // which an f64 reference does not reproduce.
       Buffer gx = randn(act, {n}, 53, 1.0f);
-      for (int64_t i = 0; i < n; ++i) store_f32(gx.view(), i, std::clamp(load_f32(gx.view(), i), -3.0f, 3.0f));
+      for (int64_t i = 0; i < n; ++i)
+        store_f32(gx.view(), i, std::clamp(load_f32(gx.view(), i), -3.0f, 3.0f));
       auto dg = upload_new(*be, g), du = upload_new(*be, u), dgx = upload_new(*be, gx);
-      auto o1 = be->alloc(act, {n}), o2 = be->alloc(act, {n}), o3 = be->alloc(act, {n}), o4 = be->alloc(act, {n});
+      auto o1 = be->alloc(act, {n}), o2 = be->alloc(act, {n}), o3 = be->alloc(act, {n}),
+           o4 = be->alloc(act, {n});
       be->silu_mul(dg, du, o1);
       be->gelu(dgx, GeluKind::kErf, o2);
       be->gelu(dgx, GeluKind::kTanh, o3);
@@ -113,7 +115,8 @@ TEST(OpPatch, PatchifyCastsAndCrops) {
       for (int64_t j = 0; j < gw; ++j)
         for (int64_t c = 0; c < C; ++c)
           for (int64_t ky = 0; ky < p; ++ky)
-            for (int64_t kx = 0; kx < p; ++kx) ref.push_back(rnd64(pv[(c * H + i * p + ky) * W + j * p + kx], act));
+            for (int64_t kx = 0; kx < p; ++kx)
+              ref.push_back(rnd64(pv[(c * H + i * p + ky) * W + j * p + kx], act));
     EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
   }
 }

@@ -14,9 +14,10 @@ struct LinearCase {
 
 TEST(OpLinear, MatchesF64Reference) {
   auto be = make_cpu_backend();
-  const LinearCase cases[] = {{1, 13, 5, DType::BF16, DType::BF16, false}, {7, 64, 33, DType::BF16, DType::BF16, true},
-                              {3, 300, 17, DType::F32, DType::F32, true},  {1, 9, 70, DType::F32, DType::F32, false},
-                              {5, 40, 9, DType::BF16, DType::F32, false},  {2, 8, 8, DType::F32, DType::BF16, true}};
+  const LinearCase cases[] = {
+      {1, 13, 5, DType::BF16, DType::BF16, false}, {7, 64, 33, DType::BF16, DType::BF16, true},
+      {3, 300, 17, DType::F32, DType::F32, true},  {1, 9, 70, DType::F32, DType::F32, false},
+      {5, 40, 9, DType::BF16, DType::F32, false},  {2, 8, 8, DType::F32, DType::BF16, true}};
   uint32_t seed = 1;
   for (const auto& c : cases) {
     Buffer x = randn(c.act, {c.n, c.in_f}, seed++), w = randn(c.wdt, {c.out_f, c.in_f}, seed++, 0.2f);
@@ -33,7 +34,8 @@ TEST(OpLinear, MatchesF64Reference) {
         for (int64_t k = 0; k < c.in_f; ++k) s += xv[i * c.in_f + k] * wv[j * c.in_f + k];
         ref[i * c.out_f + j] = rnd64(s, c.act);
       }
-    SCOPED_TRACE("n=" + std::to_string(c.n) + " in=" + std::to_string(c.in_f) + " out=" + std::to_string(c.out_f));
+    SCOPED_TRACE("n=" + std::to_string(c.n) + " in=" + std::to_string(c.in_f) +
+                 " out=" + std::to_string(c.out_f));
     EXPECT_MATCHES_REF(host_f32(*be, out), ref, c.act);
   }
 }
@@ -47,8 +49,9 @@ std::vector<double> rms_ref(const std::vector<double>& x, const std::vector<doub
     const double inv = 1.0 / std::sqrt(ss / d + eps);
     for (int64_t i = 0; i < d; ++i) {
       const double y = x[r * d + i] * inv;
-      out[r * d + i] = kind == RmsNormKind::kWeight ? rnd64(w[i] * (skip_first_rounding ? y : rnd64(y, act)), act)
-                                                    : rnd64(y * (1.0 + w[i]), act);
+      out[r * d + i] = kind == RmsNormKind::kWeight
+                           ? rnd64(w[i] * (skip_first_rounding ? y : rnd64(y, act)), act)
+                           : rnd64(y * (1.0 + w[i]), act);
     }
   }
   return out;
@@ -80,7 +83,9 @@ TEST(OpRmsNorm, Bf16IntermediateRoundingIsObservable) {
   auto out = be->alloc(DType::BF16, {n, d});
   be->rms_norm(dx, dw, 1e-5f, RmsNormKind::kWeight, out);
   auto got = host_f32(*be, out);
-  EXPECT_TRUE(compare(got, rms_ref(to_f64(x), to_f64(w), d, 1e-5, RmsNormKind::kWeight, DType::BF16), DType::BF16).ok);
+  EXPECT_TRUE(
+      compare(got, rms_ref(to_f64(x), to_f64(w), d, 1e-5, RmsNormKind::kWeight, DType::BF16), DType::BF16)
+          .ok);
   auto one_rounding = rms_ref(to_f64(x), to_f64(w), d, 1e-5, RmsNormKind::kWeight, DType::BF16, true);
   EXPECT_FALSE(compare(got, one_rounding, DType::BF16).ok);
 }
@@ -112,7 +117,8 @@ TEST(OpLayerNorm, MatchesF64Reference) {
         m /= d;
         for (int64_t i = 0; i < d; ++i) v += (xv[r * d + i] - m) * (xv[r * d + i] - m);
         v /= d;
-        for (int64_t i = 0; i < d; ++i) ref[r * d + i] = rnd64((xv[r * d + i] - m) / std::sqrt(v + 1e-6) * wv[i] + bv[i], act);
+        for (int64_t i = 0; i < d; ++i)
+          ref[r * d + i] = rnd64((xv[r * d + i] - m) / std::sqrt(v + 1e-6) * wv[i] + bv[i], act);
       }
       SCOPED_TRACE("d=" + std::to_string(d));
       // d == 1: the centred value is exactly 0, the output is the bias.

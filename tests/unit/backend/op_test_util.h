@@ -82,7 +82,8 @@ inline std::vector<float> perturb(std::vector<float> v, DType dt) {
   if (v.empty()) return v;
   if (dt == DType::BF16) {
     const size_t step = 33;
-    for (size_t i = 0; i < v.size(); i += step) v[i] = bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(v[i]) + 1));
+    for (size_t i = 0; i < v.size(); i += step)
+      v[i] = bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(v[i]) + 1));
     v[v.size() / 2] = bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(v[v.size() / 2]) + 2));
   } else {
     v[v.size() / 2] += 1e-4f * (std::abs(v[v.size() / 2]) + 1.0f);
@@ -90,15 +91,17 @@ inline std::vector<float> perturb(std::vector<float> v, DType dt) {
   return v;
 }
 
-#define EXPECT_MATCHES_REF(got, ref, dt)                                   \
-  do {                                                                    \
-    auto r_ = ::tf::optest::compare((got), (ref), (dt));                  \
-    EXPECT_TRUE(r_.ok) << r_.detail;                                      \
+#define EXPECT_MATCHES_REF(got, ref, dt)                                              \
+  do {                                                                                \
+    auto r_ = ::tf::optest::compare((got), (ref), (dt));                              \
+    EXPECT_TRUE(r_.ok) << r_.detail;                                                  \
     auto c_ = ::tf::optest::compare(::tf::optest::perturb((got), (dt)), (ref), (dt)); \
-    EXPECT_FALSE(c_.ok) << "planted control not caught: " << c_.detail;   \
+    EXPECT_FALSE(c_.ok) << "planted control not caught: " << c_.detail;               \
   } while (0)
 
-inline std::vector<float> host_f32(Backend& b, const Tensor& dev) { return to_f32_vector(download_new(b, dev).view()); }
+inline std::vector<float> host_f32(Backend& b, const Tensor& dev) {
+  return to_f32_vector(download_new(b, dev).view());
+}
 
 inline bool bits_equal(Backend& b, const Tensor& x, const Tensor& y) {
   Buffer hx = download_new(b, x), hy = download_new(b, y);

@@ -16,14 +16,16 @@ TEST(OpRope, CosSinTableAndRotationWithThreeRoundings) {
       Buffer ang(DType::F32, {n, r / 2});
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < r / 2; ++j)
-          ang.as<float>()[i * (r / 2) + j] = static_cast<float>(i * 7 + 1) * std::pow(10000.0f, -2.0f * j / r);
+          ang.as<float>()[i * (r / 2) + j] =
+              static_cast<float>(i * 7 + 1) * std::pow(10000.0f, -2.0f * j / r);
       Buffer x = randn(act, {n, heads, d}, 31 + r);
       auto da = upload_new(*be, ang), dx = upload_new(*be, x);
       auto cos = be->alloc(act, {n, r}), sin = be->alloc(act, {n, r}), out = be->alloc(act, {n, heads, d});
       be->rope_cos_sin(da, cos, sin);
       be->rope(dx, cos, sin, out);
       auto av = to_f64(ang), xv = to_f64(x);
-      std::vector<double> cref(static_cast<size_t>(n * r)), sref(cref.size()), oref(xv.size()), oref_one(xv.size());
+      std::vector<double> cref(static_cast<size_t>(n * r)), sref(cref.size()), oref(xv.size()),
+          oref_one(xv.size());
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < r; ++j) {
           cref[i * r + j] = rnd64(std::cos(av[i * (r / 2) + j % (r / 2)]), act);
@@ -55,7 +57,8 @@ TEST(OpRope, CosSinTableAndRotationWithThreeRoundings) {
         auto c2 = be->alloc(act, {64, r}), s2 = be->alloc(act, {64, r}), o2 = be->alloc(act, {64, 4, 8});
         be->rope_cos_sin(dba, c2, s2);
         be->rope(db, c2, s2, o2);
-        auto bv = to_f64(big), cv = to_f64(download_new(*be, c2).view()), sv = to_f64(download_new(*be, s2).view());
+        auto bv = to_f64(big), cv = to_f64(download_new(*be, c2).view()),
+             sv = to_f64(download_new(*be, s2).view());
         std::vector<double> three(bv.size()), one(bv.size());
         for (int64_t i = 0; i < 64; ++i)
           for (int64_t h = 0; h < 4; ++h)
@@ -76,9 +79,10 @@ TEST(OpRope, CosSinTableAndRotationWithThreeRoundings) {
     }
 }
 
-std::vector<double> attn_ref(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
-                             const std::vector<int32_t>& ranges, int64_t n_q, int64_t heads, int64_t kv_heads,
-                             int64_t d, double scale, DType act, bool round_p = true) {
+std::vector<double> attn_ref(const std::vector<double>& q, const std::vector<double>& k,
+                             const std::vector<double>& v, const std::vector<int32_t>& ranges, int64_t n_q,
+                             int64_t heads, int64_t kv_heads, int64_t d, double scale, DType act,
+                             bool round_p = true) {
   std::vector<double> out(static_cast<size_t>(n_q * heads * d));
   for (int64_t i = 0; i < n_q; ++i)
     for (int64_t h = 0; h < heads; ++h) {
@@ -95,7 +99,8 @@ std::vector<double> attn_ref(const std::vector<double>& q, const std::vector<dou
       for (double& x : s) l += (x = std::exp(x - m));
       for (int64_t c = 0; c < d; ++c) {
         double acc = 0;
-        for (int64_t j = b; j < e; ++j) acc += (round_p ? rnd64(s[j - b], act) : s[j - b]) * v[(j * kv_heads + kh) * d + c];
+        for (int64_t j = b; j < e; ++j)
+          acc += (round_p ? rnd64(s[j - b], act) : s[j - b]) * v[(j * kv_heads + kh) * d + c];
         out[(i * heads + h) * d + c] = rnd64(acc / l, act);
       }
     }
@@ -109,7 +114,8 @@ TEST(OpAttention, CausalGqaAndBlockDiagonal) {
       int64_t n_q, n_k, heads, kv_heads, d;
       bool causal = true;
     };
-    for (Case c : {Case{1, 1, 2, 1, 8}, Case{7, 7, 4, 2, 12}, Case{3, 10, 6, 3, 5}, Case{9, 9, 2, 2, 16, false}}) {
+    for (Case c :
+         {Case{1, 1, 2, 1, 8}, Case{7, 7, 4, 2, 12}, Case{3, 10, 6, 3, 5}, Case{9, 9, 2, 2, 16, false}}) {
       Buffer q = randn(act, {c.n_q, c.heads, c.d}, 41), k = randn(act, {c.n_k, c.kv_heads, c.d}, 42),
              v = randn(act, {c.n_k, c.kv_heads, c.d}, 43);
       std::vector<int32_t> ranges(static_cast<size_t>(2 * c.n_q));
@@ -124,11 +130,13 @@ TEST(OpAttention, CausalGqaAndBlockDiagonal) {
       }
       Buffer rg(DType::I32, {c.n_q, 2});
       std::memcpy(rg.data(), ranges.data(), ranges.size() * 4);
-      auto dq = upload_new(*be, q), dk = upload_new(*be, k), dv = upload_new(*be, v), dr = upload_new(*be, rg);
+      auto dq = upload_new(*be, q), dk = upload_new(*be, k), dv = upload_new(*be, v),
+           dr = upload_new(*be, rg);
       auto out = be->alloc(act, {c.n_q, c.heads, c.d});
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
       be->attention(dq, dk, dv, dr, scale, out);
-      auto ref = attn_ref(to_f64(q), to_f64(k), to_f64(v), ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act);
+      auto ref =
+          attn_ref(to_f64(q), to_f64(k), to_f64(v), ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act);
       SCOPED_TRACE("n_q=" + std::to_string(c.n_q) + " d=" + std::to_string(c.d));
       EXPECT_MATCHES_REF(host_f32(*be, out), ref, act);
       if (act == DType::BF16 && c.n_k >= 9) {

@@ -21,8 +21,8 @@ struct Ckpt {
 
 // Copy my capture into HF's layout for a stage. Only patch_conv differs: HF keeps the conv output
 // [n_images, hidden, gh_max, gw_max] (padded batch); the engine has [Σ gh*gw, hidden].
-std::vector<float> to_hf_layout(const std::string& name, const std::vector<float>& mine, const Shape& hf_shape,
-                                const std::vector<ImageInput>& images, int64_t patch) {
+std::vector<float> to_hf_layout(const std::string& name, const std::vector<float>& mine,
+                                const Shape& hf_shape, const std::vector<ImageInput>& images, int64_t patch) {
   if (name.size() < 11 || name.substr(name.size() - 11) != ".patch_conv") return mine;
   const int64_t B = hf_shape[0], C = hf_shape[1], GH = hf_shape[2], GW = hf_shape[3];
   std::vector<float> out(static_cast<size_t>(B * C * GH * GW), 0.0f);
@@ -100,7 +100,8 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     ASSERT_EQ(got.size(), ref.size()) << name << " HF shape " << shape_str(ti->shape);
     mask_padding(name, got, ref, ti->shape, cs->images, patch);
     const Metric m = metric(got, ref);
-    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name, case_name.c_str(), name.c_str(), m.rel, m.cos);
+    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name, case_name.c_str(), name.c_str(), m.rel,
+                m.cos);
     if (ck.fp32) {
       EXPECT_LE(m.rel, 1e-5) << name;
     } else {
@@ -162,9 +163,10 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
   for (size_t s = 0; s < new_ids.size(); ++s) {
     if (next != new_ids[s]) {
       const double margin = cs->greedy["steps"][s]["margin"].get<double>();
-      std::printf("  %s/%s: first greedy difference at new token %zu (position %lld): engine %d, HF %d, HF top-2 "
-                  "margin %g\n",
-                  ck.name, case_name.c_str(), s, static_cast<long long>(P + s), next, new_ids[s], margin);
+      std::printf(
+          "  %s/%s: first greedy difference at new token %zu (position %lld): engine %d, HF %d, HF top-2 "
+          "margin %g\n",
+          ck.name, case_name.c_str(), s, static_cast<long long>(P + s), next, new_ids[s], margin);
       // Acceptance: margin 0 (an exact tie in HF). Printed when missed; enforced: < 0.5 logit
       // (DESIGN: a difference where HF's margin is >= 0.5 is a defect).
       if (margin != 0.0) std::printf("    SPEC greedy-margin-0 NOT MET (margin %g)\n", margin);
@@ -184,7 +186,8 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     ASSERT_TRUE(lg.ok()) << lg.error().message;
     next = argmax(lg->as<float>());
   }
-  std::printf("  %s/%s: greedy %d/%zu tokens equal to HF\n", ck.name, case_name.c_str(), matched, new_ids.size());
+  std::printf("  %s/%s: greedy %d/%zu tokens equal to HF\n", ck.name, case_name.c_str(), matched,
+              new_ids.size());
 }
 
 class LightonGolden : public ::testing::TestWithParam<std::pair<Ckpt, std::string>> {};

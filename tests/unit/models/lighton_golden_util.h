@@ -56,7 +56,8 @@ inline Buffer normalize_pixtral(const Tensor& u8, const nlohmann::json& ip) {
     const float mean = static_cast<float>(ip["image_mean"][c].get<double>()) * 255.0f;
     const float std = static_cast<float>(ip["image_std"][c].get<double>()) * 255.0f;
     for (int64_t i = 0; i < H * W; ++i)
-      px.as<float>()[c * H * W + i] = (static_cast<float>(u8.as<const uint8_t>()[c * H * W + i]) - mean) / std;
+      px.as<float>()[c * H * W + i] =
+          (static_cast<float>(u8.as<const uint8_t>()[c * H * W + i]) - mean) / std;
   }
   return px;
 }

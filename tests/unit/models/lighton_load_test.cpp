@@ -73,24 +73,27 @@ TEST(LightonLoad, UnmodifiedCopiesLoad) {  // control: the copies themselves are
 }
 
 TEST(LightonLoad, UnknownModelType) {
-  expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "mt", [](auto& c) { c["model_type"] = "llava"; })),
-                 {"unknown model_type 'llava'", "lighton_ocr", "mistral3"});
+  expect_refused(
+      load_error(make_ckpt("lighton_ocr-tiny-bf16", "mt", [](auto& c) { c["model_type"] = "llava"; })),
+      {"unknown model_type 'llava'", "lighton_ocr", "mistral3"});
 }
 
 TEST(LightonLoad, ConfigMissingRequiredField) {
   expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "nofield",
                                       [](auto& c) { c["text_config"].erase("hidden_size"); })),
                  {"config.json", "text_config.hidden_size", "missing"});
-  expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "novision", [](auto& c) { c.erase("vision_config"); })),
-                 {"vision_config", "missing"});
+  expect_refused(
+      load_error(make_ckpt("lighton_ocr-tiny-bf16", "novision", [](auto& c) { c.erase("vision_config"); })),
+      {"vision_config", "missing"});
 }
 
 TEST(LightonLoad, Mistral3WithMistralDecoder) {
   const std::string msg = load_error(make_ckpt("mistral3-tiny-bf16-untied", "mistral",
                                                [](auto& c) { c["text_config"]["model_type"] = "mistral"; }));
-  EXPECT_EQ(msg,
-            "this mistral3 checkpoint is not a LightOnOCR model (text_config.model_type is mistral); tensorfold "
-            "serves mistral3 with a qwen3 decoder only");
+  EXPECT_EQ(
+      msg,
+      "this mistral3 checkpoint is not a LightOnOCR model (text_config.model_type is mistral); tensorfold "
+      "serves mistral3 with a qwen3 decoder only");
 }
 
 TEST(LightonLoad, MissingTensor) {
@@ -136,7 +139,9 @@ TEST(LightonLoad, WrongDtype) {
 
 TEST(LightonLoad, LeftoverTensor) {
   std::vector<uint16_t> junk(8, 0);
-  auto extra = [&](SafetensorsWriter& w) { EXPECT_TRUE(w.add("model.extra_head.weight", DType::BF16, {8}, junk.data()).ok()); };
+  auto extra = [&](SafetensorsWriter& w) {
+    EXPECT_TRUE(w.add("model.extra_head.weight", DType::BF16, {8}, junk.data()).ok());
+  };
   expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "extra", nullptr, copy_tensor, extra)),
                  {"model.extra_head.weight"});
 }
@@ -145,10 +150,10 @@ TEST(LightonLoad, UnsupportedVariantsNameTheField) {
   expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "act",
                                       [](auto& c) { c["vision_config"]["hidden_act"] = "gelu"; })),
                  {"vision_config.hidden_act", "gelu"});
-  expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "rope", [](auto& c) {
-                   c["text_config"]["rope_parameters"]["rope_type"] = "yarn";
-                 })),
-                 {"text_config.rope_parameters.rope_type", "yarn"});
+  expect_refused(
+      load_error(make_ckpt("lighton_ocr-tiny-bf16", "rope",
+                           [](auto& c) { c["text_config"]["rope_parameters"]["rope_type"] = "yarn"; })),
+      {"text_config.rope_parameters.rope_type", "yarn"});
 }
 
 }  // namespace
