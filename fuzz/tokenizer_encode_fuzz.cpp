@@ -1,6 +1,7 @@
 // libFuzzer: encoding arbitrary bytes with the tiny oracle tokenizer (Qwen3.5 pattern, NFC, 26 added tokens)
 // and a GPT-2-style ByteLevel variant with lstrip/rstrip/single_word/normalized added tokens. Invalid UTF-8
-// must be an error; valid input must encode, every id must be in range, and streaming decode must equal decode.
+// must be an error; valid input must encode, every id must be in range, and streaming decode must equal
+// decode.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,7 +24,8 @@ std::unique_ptr<tf::Tokenizer> load(bool variant) {
   auto j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) std::abort();
   if (variant) {
-    j["pre_tokenizer"] = nlohmann::json::parse(R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true})");
+    j["pre_tokenizer"] =
+        nlohmann::json::parse(R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true})");
     j["normalizer"] = nlohmann::json::parse(R"({"type": "Sequence", "normalizers": [{"type": "NFKC"}]})");
     int id = 1438;
     for (const char* spec : {R"({"content": "<mask>", "lstrip": true, "special": true, "normalized": false})",

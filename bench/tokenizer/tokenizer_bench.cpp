@@ -4,8 +4,8 @@
 // peers.mjs), tab-separated. CPU time is the process's (all threads); on a shared machine it is the fairer
 // number, wall time is printed too.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,8 +25,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", tok.error().message.c_str());
     return 1;
   }
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load0).count();
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load0).count();
   std::ifstream f(argv[2], std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -66,7 +65,8 @@ int main(int argc, char** argv) {
       }
     }
     best = std::min(best, cpu_now() - c0);
-    best_wall = std::min(best_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best_wall =
+        std::min(best_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::printf("tensorfold tf::Tokenizer (C++)\t%.2f\t%.2f\t%.3f\t%.3f\t%zu\t%08x\n", bytes / 1e6 / best,
               bytes / 1e6 / best_wall, best, best_wall, n_tok, sum);

@@ -29,7 +29,8 @@ BpeModel& BpeModel::operator=(BpeModel&& o) noexcept {
 namespace {
 Expected<std::string> optional_string(const nlohmann::json& m, const char* key) {
   if (!m.contains(key) || m[key].is_null()) return std::string();
-  if (!m[key].is_string()) return make_error(std::string("tokenizer.json: model.") + key + " must be a string or null");
+  if (!m[key].is_string())
+    return make_error(std::string("tokenizer.json: model.") + key + " must be a string or null");
   return m[key].get<std::string>();
 }
 bool optional_bool(const nlohmann::json& m, const char* key) {
@@ -39,7 +40,8 @@ bool optional_bool(const nlohmann::json& m, const char* key) {
 
 Expected<BpeModel> BpeModel::from_json(const nlohmann::json& m) {
   BpeModel b;
-  if (!m.contains("vocab") || !m["vocab"].is_object()) return make_error("tokenizer.json: model has no \"vocab\" object");
+  if (!m.contains("vocab") || !m["vocab"].is_object())
+    return make_error("tokenizer.json: model has no \"vocab\" object");
   if (!m.contains("merges") || !m["merges"].is_array())
     return make_error("tokenizer.json: BPE model has no \"merges\" array");
   if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() > 0.0)
@@ -66,7 +68,8 @@ Expected<BpeModel> BpeModel::from_json(const nlohmann::json& m) {
   TF_ASSIGN(unk, optional_string(m, "unk_token"));
   if (!unk.empty()) {
     auto it = b.vocab_.find(unk);
-    if (it == b.vocab_.end()) return make_error("tokenizer.json: unk_token '" + unk + "' is not in the vocab");
+    if (it == b.vocab_.end())
+      return make_error("tokenizer.json: unk_token '" + unk + "' is not in the vocab");
     b.unk_id_ = it->second;
   }
   b.fuse_unk_ = optional_bool(m, "fuse_unk");
@@ -90,11 +93,14 @@ Expected<BpeModel> BpeModel::from_json(const nlohmann::json& m) {
       left = mj[0].get<std::string>();
       right = mj[1].get<std::string>();
     } else {
-      return make_error("tokenizer.json: merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+      return make_error("tokenizer.json: merge #" + std::to_string(rank) +
+                        " is neither \"a b\" nor [\"a\", \"b\"]");
     }
     auto li = b.vocab_.find(left), ri = b.vocab_.find(right);
-    if (li == b.vocab_.end()) return make_error("tokenizer.json: merge token '" + left + "' is not in the vocab");
-    if (ri == b.vocab_.end()) return make_error("tokenizer.json: merge token '" + right + "' is not in the vocab");
+    if (li == b.vocab_.end())
+      return make_error("tokenizer.json: merge token '" + left + "' is not in the vocab");
+    if (ri == b.vocab_.end())
+      return make_error("tokenizer.json: merge token '" + right + "' is not in the vocab");
     const std::string merged = left + (right.size() >= prefix_len ? right.substr(prefix_len) : std::string());
     auto ni = b.vocab_.find(merged);
     if (ni == b.vocab_.end())
@@ -119,7 +125,8 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[static_cast<size_t>(id)]) return nullptr;
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[static_cast<size_t>(id)])
+    return nullptr;
   return &id_to_token_[static_cast<size_t>(id)];
 }
 
@@ -196,7 +203,8 @@ void BpeModel::merge(std::vector<int32_t>& ids) const {
     prev[k] = static_cast<int32_t>(k) - 1;
     next[k] = k + 1 < n ? static_cast<int32_t>(k + 1) : -1;
     if (k + 1 < n)
-      if (const auto* t = lookup(ids[k], ids[k + 1])) heap.push_back({t->rank, static_cast<int32_t>(k), t->new_id});
+      if (const auto* t = lookup(ids[k], ids[k + 1]))
+        heap.push_back({t->rank, static_cast<int32_t>(k), t->new_id});
   }
   std::make_heap(heap.begin(), heap.end(), std::greater<>());
   while (!heap.empty()) {
@@ -284,7 +292,8 @@ void BpeModel::encode_word(std::string_view piece, bool byte_level, std::vector<
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mu_);
     if (cache_.size() < kCacheCapacity)
-      cache_.emplace(std::string(piece), std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
+      cache_.emplace(std::string(piece),
+                     std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
   }
 }
 

@@ -44,15 +44,23 @@ std::string apply_forms(const std::vector<Normalizer::Form>& forms, std::string_
   for (Normalizer::Form f : forms) {
     int opts = UTF8PROC_STABLE;
     switch (f) {
-      case Normalizer::Form::NFC: opts |= UTF8PROC_COMPOSE; break;
-      case Normalizer::Form::NFD: opts |= UTF8PROC_DECOMPOSE; break;
-      case Normalizer::Form::NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Normalizer::Form::NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+      case Normalizer::Form::NFC:
+        opts |= UTF8PROC_COMPOSE;
+        break;
+      case Normalizer::Form::NFD:
+        opts |= UTF8PROC_DECOMPOSE;
+        break;
+      case Normalizer::Form::NFKC:
+        opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+        break;
+      case Normalizer::Form::NFKD:
+        opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+        break;
     }
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
-                                            static_cast<utf8proc_ssize_t>(cur.size()), &out,
-                                            static_cast<utf8proc_option_t>(opts));
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
+                     static_cast<utf8proc_ssize_t>(cur.size()), &out, static_cast<utf8proc_option_t>(opts));
     // The input was validated before; utf8proc only fails on invalid UTF-8 or out of memory.
     if (n < 0 || out == nullptr) continue;
     cur.assign(reinterpret_cast<const char*>(out), static_cast<size_t>(n));

@@ -132,7 +132,8 @@ Status PreTokenizer::add(const nlohmann::json& j) {
       literal = true;
       text = pat["String"].get<std::string>();
     } else {
-      return make_error("tokenizer.json: Split pre-tokenizer needs a pattern {\"Regex\": ...} or {\"String\": ...}");
+      return make_error(
+          "tokenizer.json: Split pre-tokenizer needs a pattern {\"Regex\": ...} or {\"String\": ...}");
     }
     TF_ASSIGN(step.re, SplitRegex::compile(text, literal));
     TF_ASSIGN(step.behavior, parse_behavior(j.value("behavior", nlohmann::json())));

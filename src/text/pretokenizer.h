@@ -25,7 +25,8 @@ class PreTokenizer {
   bool byte_level() const { return byte_level_; }
 
   // Splits `text` (valid UTF-8) into pieces; pieces point into `text` or into strings kept in `arena`.
-  Status run(std::string_view text, std::vector<std::string_view>& pieces, std::deque<std::string>& arena) const;
+  Status run(std::string_view text, std::vector<std::string_view>& pieces,
+             std::deque<std::string>& arena) const;
 
  private:
   struct Step {

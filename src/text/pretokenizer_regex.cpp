@@ -117,7 +117,8 @@ Expected<std::string> rewrite_unicode_classes(std::string_view p) {
           i = close + 2;
           continue;
         }
-        return make_error("tokenizer.json: split regex uses a nested character class, which is not supported");
+        return make_error(
+            "tokenizer.json: split regex uses a nested character class, which is not supported");
       }
       if (c == ']') in_class = false;
       out += c;

@@ -33,7 +33,8 @@ class Tokenizer {
   // bos/eos/pad/unk tokens.
   static Expected<Tokenizer> load(const std::string& tokenizer_json_path,
                                   const std::string& tokenizer_config_path = "");
-  static Expected<Tokenizer> from_json_text(std::string_view tokenizer_json, std::string_view tokenizer_config = "");
+  static Expected<Tokenizer> from_json_text(std::string_view tokenizer_json,
+                                            std::string_view tokenizer_config = "");
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

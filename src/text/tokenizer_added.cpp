@@ -14,12 +14,21 @@ bool is_space(uint32_t cp) { return in_ranges(hf_class_ranges('s'), cp); }
 
 // Rust regex's Unicode \w (Alphabetic, M, Nd, Pc, Join_Control), approximated with general categories.
 bool is_word(uint32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  if (cp < 0x80)
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
   if (cp == 0x200C || cp == 0x200D) return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -56,7 +65,8 @@ void AddedMatcher::build(std::vector<Pattern> patterns) {
       node = it->second;
     }
     // Two added tokens with the same content: the first one listed wins, as in the automaton.
-    if (nodes_[static_cast<size_t>(node)].pattern < 0) nodes_[static_cast<size_t>(node)].pattern = static_cast<int32_t>(p);
+    if (nodes_[static_cast<size_t>(node)].pattern < 0)
+      nodes_[static_cast<size_t>(node)].pattern = static_cast<int32_t>(p);
   }
 }
 

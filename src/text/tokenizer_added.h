@@ -10,8 +10,8 @@
 namespace tf::text {
 
 struct AddedSplit {
-  size_t b, e;     // byte range in the searched string
-  int32_t id;      // -1 for plain text
+  size_t b, e;  // byte range in the searched string
+  int32_t id;   // -1 for plain text
 };
 
 class AddedMatcher {

@@ -17,7 +17,7 @@ struct Tokenizer::Impl {
   text::BpeModel model;
   text::Normalizer normalizer;
   text::PreTokenizer pre_tokenizer;
-  std::vector<AddedToken> added;                  // as listed in tokenizer.json
+  std::vector<AddedToken> added;                    // as listed in tokenizer.json
   std::unordered_map<int32_t, size_t> added_by_id;  // id -> index in `added`
   text::TokenMap added_by_content;
   text::AddedMatcher raw_matcher;         // added tokens with normalized=false, matched on the input

@@ -1,4 +1,5 @@
-// Parsing tokenizer.json / tokenizer_config.json into Tokenizer::Impl; every unsupported component is refused.
+// Parsing tokenizer.json / tokenizer_config.json into Tokenizer::Impl; every unsupported component is
+// refused.
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,8 @@ bool flag(const json& j, const char* key, bool dflt) {
 
 Status parse_added_tokens(const json& root, Tokenizer::Impl& im) {
   if (!root.contains("added_tokens") || root["added_tokens"].is_null()) return {};
-  if (!root["added_tokens"].is_array()) return make_error("tokenizer.json: \"added_tokens\" must be an array");
+  if (!root["added_tokens"].is_array())
+    return make_error("tokenizer.json: \"added_tokens\" must be an array");
   int32_t max_added = -1;
   for (const auto& t : root["added_tokens"]) {
     if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") ||
@@ -103,7 +105,8 @@ Status parse_template(const json& pp, Tokenizer::Impl& im) {
       return make_error("tokenizer.json: TemplateProcessing special token '" + name + "' has no ids");
     auto& dst = seen_sequence ? im.suffix_ids : im.prefix_ids;
     for (const auto& id : specials[name]["ids"]) {
-      if (!id.is_number_integer()) return make_error("tokenizer.json: TemplateProcessing id is not an integer");
+      if (!id.is_number_integer())
+        return make_error("tokenizer.json: TemplateProcessing id is not an integer");
       dst.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
   }
@@ -154,21 +157,26 @@ std::optional<int32_t> special_from_config(const json& cfg, const char* key, con
   if (!cfg.is_object() || !cfg.contains(key)) return std::nullopt;
   const json& v = cfg[key];
   std::string name;
-  if (v.is_string()) name = v.get<std::string>();
-  else if (v.is_object() && v.contains("content") && v["content"].is_string()) name = v["content"].get<std::string>();
-  else return std::nullopt;
+  if (v.is_string())
+    name = v.get<std::string>();
+  else if (v.is_object() && v.contains("content") && v["content"].is_string())
+    name = v["content"].get<std::string>();
+  else
+    return std::nullopt;
   return tok.token_to_id(name);
 }
 
 }  // namespace
 
-Expected<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json, std::string_view tokenizer_config) {
+Expected<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json,
+                                              std::string_view tokenizer_config) {
   json root = json::parse(tokenizer_json.begin(), tokenizer_json.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return make_error("tokenizer.json: not valid JSON");
   if (!root.is_object()) return make_error("tokenizer.json: top level is not an object");
   auto im = std::make_unique<Impl>();
 
-  if (!root.contains("model") || !root["model"].is_object()) return make_error("tokenizer.json: no \"model\" object");
+  if (!root.contains("model") || !root["model"].is_object())
+    return make_error("tokenizer.json: no \"model\" object");
   const json& model = root["model"];
   std::string mtype = "BPE";  // old files omit the type; HF then infers it from the fields, BPE having merges
   if (model.contains("type")) {
@@ -189,14 +197,17 @@ Expected<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json, s
   for (const auto& a : im->added) max_id = std::max(max_id, a.id);
   im->vocab_size = static_cast<size_t>(max_id + 1);
   for (int32_t id : im->prefix_ids)
-    if (id < 0 || id > max_id) return make_error("tokenizer.json: post_processor id " + std::to_string(id) + " is not in the vocab");
+    if (id < 0 || id > max_id)
+      return make_error("tokenizer.json: post_processor id " + std::to_string(id) + " is not in the vocab");
   for (int32_t id : im->suffix_ids)
-    if (id < 0 || id > max_id) return make_error("tokenizer.json: post_processor id " + std::to_string(id) + " is not in the vocab");
+    if (id < 0 || id > max_id)
+      return make_error("tokenizer.json: post_processor id " + std::to_string(id) + " is not in the vocab");
 
   Tokenizer tok(std::move(im));
   if (!tokenizer_config.empty()) {
     json cfg = json::parse(tokenizer_config.begin(), tokenizer_config.end(), nullptr, false);
-    if (cfg.is_discarded() || !cfg.is_object()) return make_error("tokenizer_config.json: not a valid JSON object");
+    if (cfg.is_discarded() || !cfg.is_object())
+      return make_error("tokenizer_config.json: not a valid JSON object");
     tok.impl_->bos = special_from_config(cfg, "bos_token", tok);
     tok.impl_->eos = special_from_config(cfg, "eos_token", tok);
     tok.impl_->pad = special_from_config(cfg, "pad_token", tok);
@@ -205,7 +216,8 @@ Expected<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json, s
   return tok;
 }
 
-Expected<Tokenizer> Tokenizer::load(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path) {
+Expected<Tokenizer> Tokenizer::load(const std::string& tokenizer_json_path,
+                                    const std::string& tokenizer_config_path) {
   std::string text, cfg;
   TF_ASSIGN(text, read_file(tokenizer_json_path));
   if (!tokenizer_config_path.empty()) {

@@ -83,7 +83,8 @@ uint32_t utf8_next(std::string_view s, size_t& i) {
     return cp;
   }
   const uint32_t cp = ((b0 & 0x07u) << 18) | ((static_cast<uint8_t>(s[i + 1]) & 0x3Fu) << 12) |
-                      ((static_cast<uint8_t>(s[i + 2]) & 0x3Fu) << 6) | (static_cast<uint8_t>(s[i + 3]) & 0x3Fu);
+                      ((static_cast<uint8_t>(s[i + 2]) & 0x3Fu) << 6) |
+                      (static_cast<uint8_t>(s[i + 3]) & 0x3Fu);
   i += 4;
   return cp;
 }

@@ -2,6 +2,7 @@
 // Do not edit. Exact HF tokenizers (Unicode 16) membership of \p{L}, \p{N}, \p{M} and \s.
 #include "text/unicode.h"
 
+// clang-format off
 namespace tf::text {
 namespace {
 constexpr CodeRange kLetter[] = {
@@ -260,3 +261,4 @@ std::span<const CodeRange> hf_class_ranges(char cls) {
 std::span<const CodeRange> post_unicode9_normalization_ranges() { return kPostUnicode9Normalization; }
 
 }  // namespace tf::text
+// clang-format on

@@ -1,6 +1,6 @@
 // Every tokenizer in tests/golden/text/meta.json against the oracle's goldens (Transformers 5.17 /
-// tokenizers 0.23.2 on the GPU machine): ids of encode(text, add_special_tokens=False), decode with and without
-// skip_special_tokens, and the incremental detokenizer reproducing both decodes chunk by chunk.
+// tokenizers 0.23.2 on the GPU machine): ids of encode(text, add_special_tokens=False), decode with and
+// without skip_special_tokens, and the incremental detokenizer reproducing both decodes chunk by chunk.
 #include <gtest/gtest.h>
 
 #include "text/detokenizer.h"
@@ -62,10 +62,14 @@ std::string check_set(const GoldenSet& set) {
                     << nlohmann::json(text).dump();
     }
     const std::string dec = tok->decode(want, false), dec_skip = tok->decode(want, true);
-    if (dec == g["decoded"].get<std::string>()) ++n_dec;
-    else ADD_FAILURE() << set.name << " i=" << k << " decode differs";
-    if (dec_skip == g["decoded_skip_special"].get<std::string>()) ++n_skip;
-    else ADD_FAILURE() << set.name << " i=" << k << " decode(skip_special_tokens) differs";
+    if (dec == g["decoded"].get<std::string>())
+      ++n_dec;
+    else
+      ADD_FAILURE() << set.name << " i=" << k << " decode differs";
+    if (dec_skip == g["decoded_skip_special"].get<std::string>())
+      ++n_skip;
+    else
+      ADD_FAILURE() << set.name << " i=" << k << " decode(skip_special_tokens) differs";
     if (g["decoded"].get<std::string>() == text) {
       ++n_round_hf;
       if (dec == text) ++n_round;
@@ -78,13 +82,16 @@ std::string check_set(const GoldenSet& set) {
       acc += d.finish();
       stream_ok = stream_ok && acc == (skip ? dec_skip : dec);
     }
-    if (stream_ok) ++n_stream;
-    else ADD_FAILURE() << set.name << " i=" << k << " streamed decode differs from decode";
+    if (stream_ok)
+      ++n_stream;
+    else
+      ADD_FAILURE() << set.name << " i=" << k << " streamed decode differs from decode";
   }
-  std::printf("%s: ids %zu/%zu, decode %zu/%zu, decode(skip_special) %zu/%zu, streamed %zu/%zu, "
-              "round trips %zu (HF: %zu)\n",
-              set.name.c_str(), n_ids, lines.size(), n_dec, lines.size(), n_skip, lines.size(), n_stream,
-              lines.size(), n_round, n_round_hf);
+  std::printf(
+      "%s: ids %zu/%zu, decode %zu/%zu, decode(skip_special) %zu/%zu, streamed %zu/%zu, "
+      "round trips %zu (HF: %zu)\n",
+      set.name.c_str(), n_ids, lines.size(), n_dec, lines.size(), n_skip, lines.size(), n_stream,
+      lines.size(), n_round, n_round_hf);
   return "";
 }
 

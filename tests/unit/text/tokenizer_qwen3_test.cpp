@@ -27,8 +27,8 @@ const Tokenizer* qwen3() {
   return tok.get();
 }
 
-#define REQUIRE_QWEN3()                                                                                    \
-  if (qwen3() == nullptr)                                                                                  \
+#define REQUIRE_QWEN3()   \
+  if (qwen3() == nullptr) \
   GTEST_SKIP() << "missing tests/data/qwen3/tokenizer.json (run scripts/fetch_test_data.sh)"
 
 TEST(TokenizerQwen3, Metadata) {
@@ -83,7 +83,8 @@ TEST(TokenizerQwen3, InvalidUtf8IsAnError) {
   REQUIRE_QWEN3();
   auto r = qwen3()->encode(std::string("ab\xC3(", 4));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("not valid UTF-8 (byte offset 2)"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("not valid UTF-8 (byte offset 2)"), std::string::npos)
+      << r.error().message;
   EXPECT_FALSE(qwen3()->encode(std::string("\xED\xA0\x80", 3)).ok());  // a surrogate
   EXPECT_FALSE(qwen3()->encode(std::string("\xC0\xAF", 2)).ok());      // overlong
 }

@@ -37,7 +37,8 @@ TEST(TokenizerRefusal, MinimalLoadsAndEncodes) {
   ASSERT_TRUE(t.ok()) << t.error().message;
   auto ids = t->encode("ab<s>ba");
   ASSERT_TRUE(ids.ok());
-  // Ids checked with HF tokenizers 0.23.2 (npm tokenizers) on the same JSON: "ab" merges, <s> is added, "ba" not.
+  // Ids checked with HF tokenizers 0.23.2 (npm tokenizers) on the same JSON: "ab" merges, <s> is added, "ba"
+  // not.
   EXPECT_EQ(*ids, (std::vector<int32_t>{2, 3, 1, 0}));
   EXPECT_EQ(t->vocab_size(), 4u);
 }
@@ -68,7 +69,8 @@ TEST(TokenizerRefusal, UnknownComponents) {
   j["normalizer"] = json::parse(R"({"type": "Precompiled", "precompiled_charsmap": ""})");
   EXPECT_EQ(refusal(j), "tokenizer.json: normalizer type 'Precompiled' is not supported");
   j = minimal();
-  j["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]})");
+  j["normalizer"] =
+      json::parse(R"({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]})");
   EXPECT_EQ(refusal(j), "tokenizer.json: normalizer type 'Lowercase' is not supported");
   j = minimal();
   j["pre_tokenizer"] = json::parse(R"({"type": "Metaspace", "replacement": "_"})");
@@ -81,7 +83,8 @@ TEST(TokenizerRefusal, UnknownComponents) {
   j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Sideways"})");
   EXPECT_EQ(refusal(j), "tokenizer.json: Split behavior 'Sideways' is not supported");
   j = minimal();
-  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"})");
+  j["pre_tokenizer"] =
+      json::parse(R"({"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated"})");
   EXPECT_EQ(refusal(j).rfind("tokenizer.json: split regex does not compile: ", 0), 0u) << refusal(j);
   j = minimal();
   j["decoder"] = json::parse(R"({"type": "Metaspace"})");
@@ -126,7 +129,8 @@ TEST(TokenizerRefusal, BadAddedTokensAndTemplate) {
   j["post_processor"] = json::parse(
       R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}})");
   EXPECT_EQ(refusal(j), "tokenizer.json: TemplateProcessing special token '<s>' has no ids");
-  j["post_processor"]["special_tokens"] = json::parse(R"({"<s>": {"id": "<s>", "ids": [99], "tokens": ["<s>"]}})");
+  j["post_processor"]["special_tokens"] =
+      json::parse(R"({"<s>": {"id": "<s>", "ids": [99], "tokens": ["<s>"]}})");
   EXPECT_EQ(refusal(j), "tokenizer.json: post_processor id 99 is not in the vocab");
   j["post_processor"]["special_tokens"]["<s>"]["ids"] = json::parse("[3]");
   auto t = Tokenizer::from_json_text(j.dump());

@@ -41,7 +41,8 @@ std::vector<bool> regex_membership(const std::string& pattern, const AllChars& a
   EXPECT_TRUE((*re)->find_all(all.text, matches).ok());
   for (const auto& [b, e] : matches) {
     auto it = std::lower_bound(all.offsets.begin(), all.offsets.end(), b);
-    for (size_t k = static_cast<size_t>(it - all.offsets.begin()); k < all.offsets.size() && all.offsets[k] < e; ++k)
+    for (size_t k = static_cast<size_t>(it - all.offsets.begin());
+         k < all.offsets.size() && all.offsets[k] < e; ++k)
       m[all.cps[k]] = true;
   }
   return m;
@@ -75,19 +76,23 @@ TEST(TokenizerUnicode, RewrittenClassesMatchHfExactly) {
   std::ifstream f(testing::source_path("tests/data/hf_tokenizers_unicode_classes.json"));
   const auto j = nlohmann::json::parse(f);
   const AllChars all;
-  const auto L = membership_from_json(j["L"]), N = membership_from_json(j["N"]), M = membership_from_json(j["M"]),
-             S = membership_from_json(j["s"]);
+  const auto L = membership_from_json(j["L"]), N = membership_from_json(j["N"]),
+             M = membership_from_json(j["M"]), S = membership_from_json(j["s"]);
   EXPECT_EQ(count_diff(regex_membership(R"(\p{L})", all), L, false), 0u);
   EXPECT_EQ(count_diff(regex_membership(R"(\p{N})", all), N, false), 0u);
   EXPECT_EQ(count_diff(regex_membership(R"(\p{M})", all), M, false), 0u);
   EXPECT_EQ(count_diff(regex_membership(R"(\s)", all), S, false), 0u);
   EXPECT_EQ(count_diff(regex_membership(R"(\S)", all), S, true), 0u);
   EXPECT_EQ(count_diff(regex_membership(R"(\P{L})", all), L, true), 0u);
-  EXPECT_EQ(count_diff(regex_membership(R"([^\s\p{L}])", all), [&] {
-              std::vector<bool> u(0x110000);
-              for (uint32_t c = 0; c < 0x110000; ++c) u[c] = S[c] || L[c];
-              return u;
-            }(), true), 0u);
+  EXPECT_EQ(count_diff(
+                regex_membership(R"([^\s\p{L}])", all),
+                [&] {
+                  std::vector<bool> u(0x110000);
+                  for (uint32_t c = 0; c < 0x110000; ++c) u[c] = S[c] || L[c];
+                  return u;
+                }(),
+                true),
+            0u);
   EXPECT_EQ(count_diff(regex_membership(R"([\S\p{N}])", all), S, true), 0u);  // N is inside \S
   // The planted control: Debian PCRE2's own (Unicode 14) \p{L} differs from HF's, which is why we rewrite.
   EXPECT_GT(count_diff(regex_membership(R"([[:^space:]\p{Lu}\p{Ll}\p{Lt}\p{Lm}\p{Lo}])", all), L, false), 0u);

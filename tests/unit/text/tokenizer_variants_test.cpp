@@ -1,6 +1,7 @@
-// Components the published tokenizers do not use (Split behaviours and invert, string patterns, ByteLevel with
-// the GPT-2 regex and prefix space, NFD/NFKC/no normalizer, added-token lstrip/rstrip/single_word/normalized,
-// TemplateProcessing, "a b" merges, ignore_merges, null decoder, unk/fuse_unk, byte_fallback), each a patch of the tiny oracle tokenizer
+// Components the published tokenizers do not use (Split behaviours and invert, string patterns, ByteLevel
+// with the GPT-2 regex and prefix space, NFD/NFKC/no normalizer, added-token
+// lstrip/rstrip/single_word/normalized, TemplateProcessing, "a b" merges, ignore_merges, null decoder,
+// unk/fuse_unk, byte_fallback), each a patch of the tiny oracle tokenizer
 // (tests/data/tokenizer_variants/variants.json) with goldens from HF tokenizers 0.23.2 (make_goldens.mjs).
 #include <gtest/gtest.h>
 
@@ -42,7 +43,8 @@ TEST(TokenizerVariants, HfGoldens) {
   const json base = json::parse(bf);
   const json variants = json::parse(vf);
   std::vector<std::string> strings;
-  for (const auto& s : read_jsonl(source_path(kDir + "strings.jsonl"))) strings.push_back(s["text"].get<std::string>());
+  for (const auto& s : read_jsonl(source_path(kDir + "strings.jsonl")))
+    strings.push_back(s["text"].get<std::string>());
   ASSERT_GT(strings.size(), 100u);
   size_t n_variants = 0;
   for (const auto& [name, patch] : variants.items()) {
