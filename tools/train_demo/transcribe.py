@@ -1,0 +1,40 @@
+"""Transcribe the held-out lines with tensorfold (CPU) or Tesseract 5 and write a predictions .jsonl for cer.py.
+
+  python3 tools/train_demo/transcribe.py tensorfold build-demo/tensorfold models/demo-lighton examples/heldout OUT.jsonl
+  python3 tools/train_demo/transcribe.py tesseract tesseract - examples/heldout OUT.jsonl
+tensorfold runs `ocr CKPT IMAGE --temperature 0` per image; tesseract runs `IMAGE stdout --psm 7 -l eng`
+(psm 7 = the image is one text line).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def main(argv):
+    if len(argv) != 6 or argv[1] not in ("tensorfold", "tesseract"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    engine, exe, ckpt, folder, out = argv[1:]
+    with open(os.path.join(folder, "ground_truth.jsonl"), encoding="utf-8") as f:
+        files = [json.loads(line)["file"] for line in f if line.strip()]
+    t0 = time.time()
+    with open(out, "w", encoding="utf-8") as f:
+        for name in files:
+            img = os.path.join(folder, name)
+            if engine == "tensorfold":
+                cmd = [exe, "ocr", ckpt, img, "--temperature", "0"]
+            else:
+                cmd = [exe, img, "stdout", "--psm", "7", "-l", "eng"]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"{name}: exit {r.returncode}: {r.stderr.strip()[:200]}", file=sys.stderr)
+            text = r.stdout.rstrip("\n") if engine == "tensorfold" else r.stdout.strip()
+            f.write(json.dumps({"file": name, "text": text}, ensure_ascii=False) + "\n")
+    print(f"{engine}: {len(files)} images in {time.time() - t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
