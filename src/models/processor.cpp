@@ -2,6 +2,7 @@
 
 #include "base/sha256.h"
 #include "models/lighton_ocr/processor.h"
+#include "models/qwen3_5/processor.h"
 
 namespace tf {
 
@@ -9,6 +10,7 @@ Expected<std::unique_ptr<ImageProcessor>> make_image_processor(const std::string
                                                                const nlohmann::json& config,
                                                                const ModelInfo& info) {
   if (model_type == "lighton_ocr" || model_type == "mistral3") return lighton_ocr::make_processor(config, info);
+  if (model_type == "qwen3_5") return qwen3_5::make_processor(config, info);
   return make_error("no image processor for model_type '" + model_type + "'");
 }
 

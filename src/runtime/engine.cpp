@@ -76,6 +76,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   if (info.max_position_embeddings > 0 && e->context_ > info.max_position_embeddings)
     return make_error("--context " + std::to_string(e->context_) + " exceeds the model's max_position_embeddings " +
                       std::to_string(info.max_position_embeddings));
+  // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
+  // chunked prefill computes the same numbers as one pass.
+  e->opts_.prefill_chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
   e->created_ = static_cast<int64_t>(std::time(nullptr));
   const auto& d = e->pipe_->defaults();
   log_info("generation defaults from " + d.source + ": do_sample=" + (d.do_sample ? "true" : "false") +
@@ -193,6 +196,14 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
   s.eos = d.eos_token_ids;
   s.detok.emplace(pipe_->tokenizer(), /*skip_special_tokens=*/true);
   s.cache = pipe_->model().new_cache(n + s.max_tokens);
+  std::vector<std::vector<int64_t>> grids;
+  for (const auto& im : s.prompt.images) grids.push_back(im.grid_thw);
+  if (Status st = pipe_->model().begin_prompt(*s.cache, s.prompt.ids, grids); !st.ok()) {
+    s.channel->push(error_event(400, st.error().message));
+    finish(s, "error");
+    sp.reset();
+    return;
+  }
   s.phase = s.prompt.images.empty() ? Sequence::Phase::Prefill : Sequence::Phase::Vision;
   EngineEvent started = make_event(EngineEvent::Kind::Started);
   started.prompt_ids = s.prompt.ids;

@@ -153,11 +153,17 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   r.vision_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   auto cache = m.new_cache(n_prompt + opts.max_tokens);
+  std::vector<std::vector<int64_t>> grids;
+  for (const auto& im : prompt.images) grids.push_back(im.grid_thw);
+  TF_TRY(m.begin_prompt(*cache, prompt.ids, grids));
+  // Chunk boundaries on multiples of 64 from position 0 keep Qwen3.5's delta-rule chunks where a
+  // single full pass puts them (DESIGN: chunking never changes a row's numbers).
+  const int64_t chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
   // Prefill in chunks; rows of an image may span chunks, so hand each chunk its slice of rows.
   int64_t image_rows_done = 0;
   Buffer logits;
-  for (int64_t begin = 0; begin < n_prompt; begin += opts.prefill_chunk) {
-    int64_t end = std::min(n_prompt, begin + opts.prefill_chunk);
+  for (int64_t begin = 0; begin < n_prompt; begin += chunk) {
+    int64_t end = std::min(n_prompt, begin + chunk);
     ForwardBatch b;
     int64_t n_img = 0;
     for (int64_t i = begin; i < end; ++i) {

@@ -118,3 +118,19 @@ Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_to
 }
 
 }  // namespace tf::qwen3_5
+
+namespace tf::qwen3_5 {
+
+Status Qwen35Model::begin_prompt(SequenceCache& cache, const std::vector<int32_t>& prompt_ids,
+                                 const std::vector<std::vector<int64_t>>& image_grids) {
+  std::vector<std::array<int64_t, 3>> grids;
+  for (const auto& g : image_grids) {
+    if (g.size() != 3) return make_error("qwen3_5: an image grid must be (t, h, w)");
+    grids.push_back({g[0], g[1], g[2]});
+  }
+  TF_ASSIGN(RopeIndex r, rope_index(prompt_ids, info_.image_token_id, grids, cfg_.vision.spatial_merge_size));
+  static_cast<Qwen35Cache&>(cache).set_rope_index(std::move(r));
+  return {};
+}
+
+}  // namespace tf::qwen3_5

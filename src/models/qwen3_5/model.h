@@ -65,6 +65,9 @@ class Qwen35Model final : public Model {
   // non-empty cache runs the recurrent rule (HF's decode path).
   Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
+  // Plans M-RoPE positions (get_rope_index) for the prompt.
+  Status begin_prompt(SequenceCache& cache, const std::vector<int32_t>& prompt_ids,
+                      const std::vector<std::vector<int64_t>>& image_grids) override;
   const Config& config() const { return cfg_; }
   const Weights& weights() const { return w_; }
 

@@ -77,7 +77,7 @@ class EngineTest : public ::testing::Test {
     EngineOptions o;
     o.checkpoint = kGolden + "/ckpt/lighton_ocr-tiny-bf16";
     o.parallel = 4;
-    o.prefill_chunk = 16;  // several chunks per prompt, so chunking and batching interleave
+    o.prefill_chunk = 64;  // several chunks per image prompt, so chunking and batching interleave
     auto e = Engine::create(o);
     ASSERT_TRUE(e.ok()) << e.error().message;
     engine_ = std::move(e).value().release();
