@@ -49,8 +49,11 @@ Expected<BpeModel> BpeModel::from_json(const nlohmann::json& m) {
   const auto& vocab = m["vocab"];
   b.vocab_.reserve(vocab.size());
   int32_t max_id = -1;
+  // Ids index a dense table: refuse ids far beyond the number of entries (a sparse id would otherwise make
+  // the load allocate gigabytes; the fuzzer found one).
+  const int64_t id_limit = 16 * static_cast<int64_t>(vocab.size()) + 65536;
   for (const auto& [tok, idj] : vocab.items()) {
-    if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > (1 << 30))
+    if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() >= id_limit)
       return make_error("tokenizer.json: vocab entry '" + tok + "' has an invalid id");
     const auto id = static_cast<int32_t>(idj.get<int64_t>());
     b.vocab_.emplace(tok, id);

@@ -114,6 +114,9 @@ TEST(TokenizerRefusal, BadVocabAndMerges) {
   j["model"]["vocab"]["x"] = -5;
   EXPECT_EQ(refusal(j), "tokenizer.json: vocab entry 'x' has an invalid id");
   j = minimal();
+  j["model"]["vocab"]["x"] = 1 << 29;  // would need a 2^29-entry id table
+  EXPECT_EQ(refusal(j), "tokenizer.json: vocab entry 'x' has an invalid id");
+  j = minimal();
   j["model"]["unk_token"] = "<unk>";
   EXPECT_EQ(refusal(j), "tokenizer.json: unk_token '<unk>' is not in the vocab");
   j = minimal();
