@@ -21,6 +21,7 @@ try {
 const env = process.env;
 let server = null;
 let serverLog = '';
+let serverExit = null;  // exit code once the spawned server has exited
 
 async function startServer() {
   if (env.TF_BASE_URL) return env.TF_BASE_URL.replace(/\/$/, '');
@@ -33,6 +34,7 @@ async function startServer() {
   const extra = (env.TF_SERVE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const args = ['serve', env.TF_CKPT, '--host', '127.0.0.1', '--port', '0', '--name', 'e2e-model', ...extra];
   server = spawn(env.TF_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  server.on('exit', (code) => { serverExit = code ?? -1; });
   const port = await new Promise((resolve, reject) => {
     const onData = (d) => {
       serverLog += d.toString();
@@ -72,6 +74,7 @@ function eq(a, b, what) {
 async function waitHealthy() {
   const deadline = Date.now() + Number(env.TF_E2E_LOAD_TIMEOUT_S ?? 600) * 1000;
   for (;;) {
+    if (serverExit !== null) throw new Error(`server exited with ${serverExit} while loading:\n${serverLog}`);
     try {
       const r = await fetch(`${base}/health`);
       if (r.status === 200) return;
@@ -301,11 +304,13 @@ try {
   console.log(`FAIL setup: ${e?.stack ?? e}`);
 } finally {
   if (server) {
-    server.kill('SIGTERM');
-    const code = await new Promise((r) => server.on('exit', (c) => r(c)));
+    const code = serverExit !== null ? serverExit : await new Promise((r) => {
+      server.on('exit', (c) => r(c));
+      server.kill('SIGTERM');
+    });
     if (code !== 0) {
       failures++;
-      console.log(`FAIL server exit code after SIGTERM: ${code}`);
+      console.log(`FAIL server exit code (0 expected after SIGTERM): ${code}`);
     }
     if (failures) console.log(`--- server log ---\n${serverLog}`);
   }
