@@ -96,18 +96,20 @@ TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
       const auto& pv = prompt->images[i].pixel_values;
       bytes.append(static_cast<const char*>(pv.data()), pv.nbytes());
     }
-    if (pj["hashed_tensors"].contains("input.pixel_values"))
+    if (pj["hashed_tensors"].contains("input.pixel_values")) {
       EXPECT_EQ(sha256_hex(bytes), pj["hashed_tensors"]["input.pixel_values"]["sha256"].get<std::string>())
           << "pixel_values differ from Transformers";
+    }
   } else if (!images.empty()) {
     const auto& sizes = pj["image_sizes"];
     for (size_t i = 0; i < images.size(); ++i) {
       EXPECT_EQ(prompt->images[i].height, sizes[i][0].get<int64_t>());
       EXPECT_EQ(prompt->images[i].width, sizes[i][1].get<int64_t>());
     }
-    if (pj["hashed_tensors"].contains("input.pixel_values"))
+    if (pj["hashed_tensors"].contains("input.pixel_values")) {
       EXPECT_EQ(batched_pixel_sha(prompt->images), pj["hashed_tensors"]["input.pixel_values"]["sha256"].get<std::string>())
           << "pixel_values differ from Transformers";
+    }
   }
 
   GenerateOptions go;
