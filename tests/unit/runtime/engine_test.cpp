@@ -176,4 +176,49 @@ TEST_F(EngineTest, CancelledRequestIsDroppedWithinAStep) {
   EXPECT_FALSE(drain(*engine_->submit(text_request("abc", 4))).failed);
 }
 
+// 8 concurrent requests (greedy and seeded, with and without images) on both families return the
+// ids each gets alone: a request's numbers never depend on what runs beside it.
+class EngineFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineFamilies, EightConcurrentEqualSolo) {
+  EngineOptions o;
+  o.checkpoint = kGolden + "/ckpt/" + GetParam();
+  o.parallel = 8;
+  o.prefill_chunk = 64;
+  auto e = Engine::create(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  Engine& engine = **e;
+  auto make = [&](int i) {
+    GenerationRequest r = i % 2 ? image_request(i % 4 == 1 ? "page_1583x2048.png" : "photo_noise.png", 20)
+                                : text_request(i % 4 == 0 ? "Invoice No. 4711" : "Total: 1,234.56 EUR", 20);
+    if (i >= 4) {
+      r.sampling = SamplingParams{0.8f, 0.95f, 20, static_cast<uint64_t>(100 + i)};
+      r.sampling_given = {true, true, true, true};
+    }
+    return r;
+  };
+  std::vector<Outcome> solo;
+  for (int i = 0; i < 8; ++i) {
+    solo.push_back(drain(*engine.submit(make(i))));
+    ASSERT_FALSE(solo.back().failed) << solo.back().error.message;
+    ASSERT_EQ(solo.back().ids.size(), 20u);
+  }
+  std::vector<std::shared_ptr<RequestChannel>> chans;
+  for (int i = 7; i >= 0; --i) chans.push_back(engine.submit(make(i)));  // other order, all at once
+  for (int k = 0; k < 8; ++k) {
+    int i = 7 - k;
+    Outcome o2 = drain(*chans[k]);
+    ASSERT_FALSE(o2.failed) << o2.error.message;
+    EXPECT_EQ(o2.ids, solo[i].ids) << GetParam() << " request " << i << " changed next to others";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, EngineFamilies, ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
 }  // namespace
