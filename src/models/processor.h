@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "image/image.h"
+#include "image/processor_common.h"
 #include "io/hf_config.h"
 #include "models/model.h"
 #include "tensor/tensor.h"
@@ -40,6 +41,10 @@ class ImageProcessor {
 Expected<std::unique_ptr<ImageProcessor>> make_image_processor(const std::string& model_type,
                                                                const nlohmann::json& image_processor_config,
                                                                const ModelInfo& info);
+
+// " rescale=… mean=(…) std=(…)" with every digit (%.17g), for processor descriptions: two settings
+// that differ anywhere must never describe alike (descriptions are part of the image identity).
+std::string describe_normalize(const image_detail::NormalizeParams& n);
 
 // SHA-256 over the RGB bytes, the size and the processor description.
 std::string image_identity(const Image& rgb, const std::string& processor_description);

@@ -12,9 +12,7 @@ class LightOnOcrImageProcessor final : public ImageProcessor {
     desc_ = "pixtral longest=" + std::to_string(c.max_height) + "x" + std::to_string(c.max_width) +
             " patch=" + std::to_string(c.patch_height) + "x" + std::to_string(c.patch_width) +
             " merge=" + std::to_string(merge_) + " resample=" + std::to_string(static_cast<int>(c.resample)) +
-            " rescale=" + std::to_string(c.normalize.rescale_factor);
-    for (int i = 0; i < 3; ++i)
-      desc_ += " m" + std::to_string(c.normalize.image_mean[i]) + " s" + std::to_string(c.normalize.image_std[i]);
+            describe_normalize(c.normalize);
   }
 
   Expected<ProcessedImage> process(const Image& rgb, int index) const override {

@@ -12,9 +12,7 @@ class Qwen35ImageProcessor final : public ImageProcessor {
     desc_ = "qwen2_vl min_pixels=" + std::to_string(c.min_pixels) + " max_pixels=" + std::to_string(c.max_pixels) +
             " patch=" + std::to_string(c.patch_size) + " temporal=" + std::to_string(c.temporal_patch_size) +
             " merge=" + std::to_string(c.merge_size) + " resample=" + std::to_string(static_cast<int>(c.resample)) +
-            " rescale=" + std::to_string(c.normalize.rescale_factor);
-    for (int i = 0; i < 3; ++i)
-      desc_ += " m" + std::to_string(c.normalize.image_mean[i]) + " s" + std::to_string(c.normalize.image_std[i]);
+            describe_normalize(c.normalize);
   }
 
   Expected<ProcessedImage> process(const Image& rgb, int index) const override {
