@@ -98,7 +98,8 @@ class Backend {
   // layer_norm over the last dim (nn.LayerNorm): x[n, d] act, w[d], b[d] (act or F32), out[n, d].
   // mean and biased variance in f32 (two passes, fixed order); out = rnd((x-mean)*rstd*w + b) with
   // the affine part in f32: one rounding (PyTorch's layer_norm kernel computes in opmath).
-  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) = 0;
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                          const Tensor& out) = 0;
 
   // rope_cos_sin: angles[n, r/2] F32 -> cos, sin [n, r] act, with emb = cat(angles, angles):
   //   cos = rnd(cosf(emb)), sin = rnd(sinf(emb)).  HF computes the table in f32 (autocast off)
@@ -126,8 +127,8 @@ class Backend {
   // so the result does not depend on tiling, chunking or batch. (PyTorch's CPU kernel tiles keys by
   // 512 with a running max; for rows with more than 512 keys its rounding of p_j can differ by an
   // ulp from this. The eager path differs further: it rounds QK^T to bf16.)
-  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
-                         const Tensor& out) = 0;
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
+                         float scale, const Tensor& out) = 0;
 
   // silu_mul: out = rnd(rnd(silu(gate)) * up) with silu(g) = g / (1 + expf(-g)) in f32.
   // gate, up, out [n, d] act (act_fn(gate_proj(x)) * up_proj(x) in HF: two roundings).
@@ -184,7 +185,8 @@ class Backend {
   //   (f32 products summed in increasing j; F.conv1d rounds its output, SiLU rounds again).
   //   Afterwards state = the last K-1 columns of xx. One call over n tokens gives the same bits
   //   as n one-token calls. out must not alias x.
-  virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) = 0;
+  virtual void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state,
+                                  const Tensor& out) = 0;
 
   // gdn_gates: a, b[n, h] act; A_log, dt_bias[h] (F32 or BF16, converted exactly) ->
   //   g[n, h] F32    = fl32(-expf(A_log)) * softplus(a + dt_bias)   (all f32; softplus(x) = x for
@@ -220,7 +222,8 @@ class Backend {
   // rms_norm_gated (Qwen3_5RMSNormGated): x, gate[n, d] act, w[d] act, out[n, d] act:
   //   y = rnd(x * 1/sqrtf(mean(x²) + eps));  y = rnd(w * y);  out = rnd(y * silu(gate))
   // with silu(z) = z / (1 + expf(-z)) in f32 (the product is f32: bf16 * f32 promotes).
-  virtual void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps, const Tensor& out) = 0;
+  virtual void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
+                              const Tensor& out) = 0;
 
   // sigmoid_mul: out = rnd(x * rnd(sigmoid(gate))), all [n, d] act (gated attention output,
   // attn_output * torch.sigmoid(gate)). out may alias x.

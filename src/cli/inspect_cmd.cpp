@@ -31,14 +31,17 @@ int inspect_main(int argc, char** argv) {
   r["family"] = i.family;
   r["model_type"] = i.model_type;
   r["dtype"] = std::string(dtype_name(i.dtype));
-  r["dims"] = {{"hidden_size", i.hidden_size}, {"layers", i.n_layers},     {"kv_heads", i.n_kv_heads},
-               {"head_dim", i.head_dim},       {"vocab_size", i.vocab_size}, {"context", i.max_position_embeddings}};
+  r["dims"] = {{"hidden_size", i.hidden_size}, {"layers", i.n_layers},
+               {"kv_heads", i.n_kv_heads},     {"head_dim", i.head_dim},
+               {"vocab_size", i.vocab_size},   {"context", i.max_position_embeddings}};
   r["parameters"] = i.n_params;
   r["weight_bytes"] = i.weight_bytes;
   // K and V per layer per position in the activation dtype.
-  int64_t kv_per_token = 2 * i.n_layers * i.n_kv_heads * i.head_dim * static_cast<int64_t>(dtype_size(i.dtype));
+  int64_t kv_per_token =
+      2 * i.n_layers * i.n_kv_heads * i.head_dim * static_cast<int64_t>(dtype_size(i.dtype));
   r["kv_bytes_per_token"] = kv_per_token;
-  r["bytes_needed_full_context"] = static_cast<int64_t>(i.weight_bytes) + kv_per_token * i.max_position_embeddings;
+  r["bytes_needed_full_context"] =
+      static_cast<int64_t>(i.weight_bytes) + kv_per_token * i.max_position_embeddings;
   r["vision"] = p.image_processor() ? p.image_processor()->describe() : "none (text only)";
   r["image_token_id"] = i.image_token_id;
   r["chat_template"] = p.chat_template_source();
@@ -48,12 +51,9 @@ int inspect_main(int argc, char** argv) {
   r["special_tokens"] = special;
   r["tokenizer_vocab"] = tok.vocab_size();
   const auto& d = p.defaults();
-  r["generation_defaults"] = {{"source", d.source},
-                              {"do_sample", d.do_sample},
-                              {"temperature", d.sampling.temperature},
-                              {"top_p", d.sampling.top_p},
-                              {"top_k", d.sampling.top_k},
-                              {"eos_token_ids", d.eos_token_ids}};
+  r["generation_defaults"] = {
+      {"source", d.source},        {"do_sample", d.do_sample},  {"temperature", d.sampling.temperature},
+      {"top_p", d.sampling.top_p}, {"top_k", d.sampling.top_k}, {"eos_token_ids", d.eos_token_ids}};
   if (parsed->has("--json")) {
     std::puts(r.dump(2).c_str());
     return 0;

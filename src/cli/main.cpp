@@ -4,8 +4,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/serve_cmd.h"
 #include "cli/engine_factory.h"
+#include "cli/serve_cmd.h"
 
 namespace {
 const char* kUsage =

@@ -33,9 +33,10 @@ int fail(const std::string& msg) {
 }  // namespace
 
 int ocr_main(int argc, char** argv) {
-  auto parsed = parse_args(argc, argv, 2,
-                           {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend"},
-                           {"--ignore-eos", "--json", "--help", "--no-thinking"});
+  auto parsed =
+      parse_args(argc, argv, 2,
+                 {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend"},
+                 {"--ignore-eos", "--json", "--help", "--no-thinking"});
   if (!parsed.ok()) {
     std::fprintf(stderr, "tensorfold ocr: %s\n", parsed.error().message.c_str());
     return 2;
@@ -85,17 +86,37 @@ int ocr_main(int argc, char** argv) {
     }
     return apply(*d);
   };
-  bool ok = num("--max-tokens", [&](double d) { go.max_tokens = static_cast<int64_t>(d); return d >= 1; }) &&
-            num("--temperature", [&](double d) { go.sampling.temperature = static_cast<float>(d); return d >= 0; }) &&
-            num("--top-p", [&](double d) { go.sampling.top_p = static_cast<float>(d); return d > 0 && d <= 1; }) &&
-            num("--top-k", [&](double d) { go.sampling.top_k = static_cast<int>(d); return d >= 0; }) &&
-            num("--seed", [&](double d) { go.sampling.seed = static_cast<uint64_t>(d); return d >= 0; });
+  bool ok = num("--max-tokens",
+                [&](double d) {
+                  go.max_tokens = static_cast<int64_t>(d);
+                  return d >= 1;
+                }) &&
+            num("--temperature",
+                [&](double d) {
+                  go.sampling.temperature = static_cast<float>(d);
+                  return d >= 0;
+                }) &&
+            num("--top-p",
+                [&](double d) {
+                  go.sampling.top_p = static_cast<float>(d);
+                  return d > 0 && d <= 1;
+                }) &&
+            num("--top-k",
+                [&](double d) {
+                  go.sampling.top_k = static_cast<int>(d);
+                  return d >= 0;
+                }) &&
+            num("--seed", [&](double d) {
+              go.sampling.seed = static_cast<uint64_t>(d);
+              return d >= 0;
+            });
   if (!ok) return fail("a sampling flag is out of range (see --help)");
   go.ignore_eos = a.has("--ignore-eos");
   int64_t ctx = p.info().max_position_embeddings;
   int64_t n_prompt = static_cast<int64_t>(prompt->ids.size());
   if (ctx > 0 && n_prompt + go.max_tokens > ctx) go.max_tokens = std::max<int64_t>(0, ctx - n_prompt);
-  if (go.max_tokens == 0) return fail("the prompt (" + std::to_string(n_prompt) + " tokens) fills the context");
+  if (go.max_tokens == 0)
+    return fail("the prompt (" + std::to_string(n_prompt) + " tokens) fills the context");
 
   const bool json = a.has("--json");
   IncrementalDetokenizer detok(p.tokenizer(), /*skip_special_tokens=*/true);

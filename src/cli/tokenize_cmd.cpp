@@ -16,8 +16,10 @@ namespace {
 const char* kHelp =
     "usage: tensorfold tokenize CKPT (--text STR | --messages FILE.json) [options]\n"
     "  --text STR                  encode STR as is (special tokens recognised, no template)\n"
-    "  --messages FILE.json        OpenAI-style messages array, rendered with the checkpoint's chat template;\n"
-    "                              image parts (image_url with a data: URL or a file path, or {\"type\": \"image\",\n"
+    "  --messages FILE.json        OpenAI-style messages array, rendered with the checkpoint's chat "
+    "template;\n"
+    "                              image parts (image_url with a data: URL or a file path, or {\"type\": "
+    "\"image\",\n"
     "                              \"image\": PATH}) are expanded by the family's processor\n"
     "  --no-thinking               chat_template_kwargs {\"enable_thinking\": false}\n"
     "  --chat-template-kwargs JSON extra template variables\n"
@@ -30,7 +32,8 @@ int fail(const std::string& msg) {
 }
 
 // Image bytes of one content part; the path may be relative to the messages file.
-Expected<std::vector<uint8_t>> part_bytes(const nlohmann::ordered_json& part, int index, const std::string& base) {
+Expected<std::vector<uint8_t>> part_bytes(const nlohmann::ordered_json& part, int index,
+                                          const std::string& base) {
   std::string url;
   if (part.contains("image_url")) {
     const auto& iu = part["image_url"];

@@ -11,7 +11,8 @@ namespace tf {
 Expected<std::unique_ptr<ImageProcessor>> make_image_processor(const std::string& model_type,
                                                                const nlohmann::json& config,
                                                                const ModelInfo& info) {
-  if (model_type == "lighton_ocr" || model_type == "mistral3") return lighton_ocr::make_processor(config, info);
+  if (model_type == "lighton_ocr" || model_type == "mistral3")
+    return lighton_ocr::make_processor(config, info);
   if (model_type == "qwen3_5") return qwen3_5::make_processor(config, info);
   return make_error("no image processor for model_type '" + model_type + "'");
 }
@@ -34,7 +35,8 @@ std::string describe_normalize(const image_detail::NormalizeParams& n) {
 std::string image_identity(const Image& rgb, const std::string& processor_description) {
   Sha256 h;
   h.update(rgb.rgb.data(), rgb.rgb.size());
-  std::string tail = "|" + std::to_string(rgb.width) + "x" + std::to_string(rgb.height) + "|" + processor_description;
+  std::string tail =
+      "|" + std::to_string(rgb.width) + "x" + std::to_string(rgb.height) + "|" + processor_description;
   h.update(tail);
   return h.hex_digest();
 }

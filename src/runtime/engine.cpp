@@ -71,10 +71,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   TF_ASSIGN(e->pipe_, Pipeline::load(opts.checkpoint, po));
   const ModelInfo& info = e->pipe_->info();
   if (opts.require_vision && !e->pipe_->image_processor())
-    log_warn("--vision: " + info.model_type + " checkpoint has no image tower; serving text only, and image requests are refused");
+    log_warn("--vision: " + info.model_type +
+             " checkpoint has no image tower; serving text only, and image requests are refused");
   e->context_ = opts.context > 0 ? opts.context : info.max_position_embeddings;
   if (info.max_position_embeddings > 0 && e->context_ > info.max_position_embeddings)
-    return make_error("--context " + std::to_string(e->context_) + " exceeds the model's max_position_embeddings " +
+    return make_error("--context " + std::to_string(e->context_) +
+                      " exceeds the model's max_position_embeddings " +
                       std::to_string(info.max_position_embeddings));
   // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
   // chunked prefill computes the same numbers as one pass.
@@ -82,8 +84,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   e->created_ = static_cast<int64_t>(std::time(nullptr));
   const auto& d = e->pipe_->defaults();
   log_info("generation defaults from " + d.source + ": do_sample=" + (d.do_sample ? "true" : "false") +
-           " temperature=" + std::to_string(d.sampling.temperature) + " top_p=" + std::to_string(d.sampling.top_p) +
-           " top_k=" + std::to_string(d.sampling.top_k));
+           " temperature=" + std::to_string(d.sampling.temperature) +
+           " top_p=" + std::to_string(d.sampling.top_p) + " top_k=" + std::to_string(d.sampling.top_k));
   e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
   return e;
 }
@@ -127,7 +129,8 @@ Expected<Prompt> Engine::build_prompt(const GenerationRequest& r) const {
     p.ids = *r.prompt_ids;
     int64_t vocab = pipe_->info().vocab_size;
     for (int32_t id : p.ids)
-      if (id < 0 || id >= vocab) return make_error("prompt token id " + std::to_string(id) + " is out of range");
+      if (id < 0 || id >= vocab)
+        return make_error("prompt token id " + std::to_string(id) + " is out of range");
     return p;
   }
   if (r.prompt_text) return pipe_->build_text_prompt(*r.prompt_text);
@@ -138,7 +141,8 @@ Expected<Prompt> Engine::build_prompt(const GenerationRequest& r) const {
   o.add_generation_prompt = r.add_generation_prompt;
   if (r.tools) o.tools = *r.tools;
   if (opts_.no_thinking) o.kwargs["enable_thinking"] = false;
-  for (auto it = r.chat_template_kwargs.begin(); it != r.chat_template_kwargs.end(); ++it) o.kwargs[it.key()] = *it;
+  for (auto it = r.chat_template_kwargs.begin(); it != r.chat_template_kwargs.end(); ++it)
+    o.kwargs[it.key()] = *it;
   return pipe_->build_chat_prompt(*r.messages, r.images, o, opts_.image_limits);
 }
 
@@ -177,8 +181,9 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
   }
   if (n + s.max_tokens > context_ || (s.req.max_tokens <= 0 && s.max_tokens <= 0)) {
     s.channel->push(error_event(400,
-                                "this model's context is " + std::to_string(context_) + " tokens; the prompt has " +
-                                    std::to_string(n) + " and max_tokens asks for " + std::to_string(s.max_tokens),
+                                "this model's context is " + std::to_string(context_) +
+                                    " tokens; the prompt has " + std::to_string(n) +
+                                    " and max_tokens asks for " + std::to_string(s.max_tokens),
                                 "context_length_exceeded", "messages"));
     finish(s, "error");
     sp.reset();
@@ -188,8 +193,7 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
   const GenerationDefaults& d = pipe_->defaults();
   SamplingParams& sp_ = s.req.sampling;
   const auto& given = s.req.sampling_given;
-  if (!given.temperature)
-    sp_.temperature = opts_.temperature ? *opts_.temperature : d.sampling.temperature;
+  if (!given.temperature) sp_.temperature = opts_.temperature ? *opts_.temperature : d.sampling.temperature;
   if (!given.top_p) sp_.top_p = d.sampling.top_p;
   if (!given.top_k) sp_.top_k = d.sampling.top_k;
   if (!given.seed) sp_.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
@@ -217,8 +221,8 @@ void Engine::finish(Sequence& s, const std::string& reason) {
   metrics_.finished(reason, n_prompt, n_out, 0);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2fs", secs);
-  log_info(s.req.id + " reason=" + reason + " prompt=" + std::to_string(n_prompt) + " tokens=" +
-           std::to_string(n_out) + " cached=0 after=" + buf);
+  log_info(s.req.id + " reason=" + reason + " prompt=" + std::to_string(n_prompt) +
+           " tokens=" + std::to_string(n_out) + " cached=0 after=" + buf);
   if (reason == "stop" || reason == "length") {
     EngineEvent e = make_event(EngineEvent::Kind::Finished);
     e.finish_reason = reason;
@@ -242,8 +246,9 @@ void Engine::emit_token(Sequence& s, int32_t tok, std::span<const float> logits)
       std::vector<int32_t> idx(logits.size());
       for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
       size_t k = std::min(idx.size(), static_cast<size_t>(s.req.top_logprobs));
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                        [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
       for (size_t i = 0; i < k; ++i) e.top_logprobs.push_back({idx[i], logits[idx[i]] - lse});
     }
   }

@@ -25,8 +25,8 @@ struct EngineOptions {
   bool require_vision = false;  // --vision: say so when the checkpoint has no tower
   int64_t context = 0;          // 0: the model's max_position_embeddings
   int parallel = 4;
-  bool no_thinking = false;     // default chat_template_kwargs {"enable_thinking": false}
-  std::string name;             // served model name
+  bool no_thinking = false;          // default chat_template_kwargs {"enable_thinking": false}
+  std::string name;                  // served model name
   std::optional<float> temperature;  // serve-level default beating generation_config.json
   std::optional<int64_t> max_tokens;
   ImageLimits image_limits;

@@ -27,16 +27,20 @@ std::string EngineMetrics::text() const {
        "# TYPE tensorfold_requests_finished_total counter\n";
   for (const auto& [reason, n] : finished_)
     o << "tensorfold_requests_finished_total{reason=\"" << reason << "\"} " << n << "\n";
-  o << "# TYPE tensorfold_prompt_tokens_total counter\ntensorfold_prompt_tokens_total " << prompt_tokens_ << "\n";
-  o << "# TYPE tensorfold_output_tokens_total counter\ntensorfold_output_tokens_total " << output_tokens_ << "\n";
-  o << "# TYPE tensorfold_cached_tokens_total counter\ntensorfold_cached_tokens_total " << cached_tokens_ << "\n";
+  o << "# TYPE tensorfold_prompt_tokens_total counter\ntensorfold_prompt_tokens_total " << prompt_tokens_
+    << "\n";
+  o << "# TYPE tensorfold_output_tokens_total counter\ntensorfold_output_tokens_total " << output_tokens_
+    << "\n";
+  o << "# TYPE tensorfold_cached_tokens_total counter\ntensorfold_cached_tokens_total " << cached_tokens_
+    << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
   o << "# HELP tensorfold_step_seconds Engine step time.\n# TYPE tensorfold_step_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i)
     o << "tensorfold_step_seconds_bucket{le=\"" << kBuckets[i] << "\"} " << bucket_counts_[i] << "\n";
   o << "tensorfold_step_seconds_bucket{le=\"+Inf\"} " << step_count_ << "\n";
-  o << "tensorfold_step_seconds_sum " << step_sum_ << "\ntensorfold_step_seconds_count " << step_count_ << "\n";
+  o << "tensorfold_step_seconds_sum " << step_sum_ << "\ntensorfold_step_seconds_count " << step_count_
+    << "\n";
   return o.str();
 }
 

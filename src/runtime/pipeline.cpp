@@ -44,7 +44,8 @@ Expected<GenerationDefaults> read_generation_defaults(const Checkpoint& ck, cons
 
 }  // namespace
 
-Expected<std::unique_ptr<Pipeline>> Pipeline::load(const std::string& checkpoint, const PipelineOptions& opts) {
+Expected<std::unique_ptr<Pipeline>> Pipeline::load(const std::string& checkpoint,
+                                                   const PipelineOptions& opts) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   TF_ASSIGN(Checkpoint ck, open_checkpoint(checkpoint));
   p->ckpt_ = std::make_unique<Checkpoint>(std::move(ck));
@@ -66,23 +67,24 @@ Expected<std::unique_ptr<Pipeline>> Pipeline::load(const std::string& checkpoint
   const ModelInfo& info = p->model_->info();
   if (opts.vision && info.image_token_id >= 0) {
     if (!c.image_processor_config)
-      return make_error(c.dir + ": the model has an image tower but no preprocessor_config.json or "
-                                "processor_config.json; pass --no-vision to serve text only");
+      return make_error(c.dir +
+                        ": the model has an image tower but no preprocessor_config.json or "
+                        "processor_config.json; pass --no-vision to serve text only");
     TF_ASSIGN(p->image_processor_,
               make_image_processor(info.model_type, c.image_processor_config->json(), info));
     auto id = p->tokenizer_->token_to_id(p->image_processor_->placeholder());
     if (!id || *id != info.image_token_id)
       return make_error(c.dir + ": tokenizer id of " + p->image_processor_->placeholder() + " is " +
-                        (id ? std::to_string(*id) : std::string("missing")) + " but config.json says image_token_id " +
-                        std::to_string(info.image_token_id));
+                        (id ? std::to_string(*id) : std::string("missing")) +
+                        " but config.json says image_token_id " + std::to_string(info.image_token_id));
     p->placeholder_id_ = *id;
   }
   TF_ASSIGN(p->defaults_, read_generation_defaults(c, info));
   return p;
 }
 
-Expected<std::vector<ProcessedImage>> Pipeline::process_images(const std::vector<std::vector<uint8_t>>& images,
-                                                               const ImageLimits& limits) const {
+Expected<std::vector<ProcessedImage>> Pipeline::process_images(
+    const std::vector<std::vector<uint8_t>>& images, const ImageLimits& limits) const {
   std::vector<ProcessedImage> out;
   if (images.empty()) return out;
   if (!image_processor_) return make_error("this model serves text only; image inputs are refused");
@@ -94,8 +96,8 @@ Expected<std::vector<ProcessedImage>> Pipeline::process_images(const std::vector
   return out;
 }
 
-Expected<std::vector<int32_t>> Pipeline::tokenize_with_images(const std::string& text,
-                                                              const std::vector<ProcessedImage>& images) const {
+Expected<std::vector<int32_t>> Pipeline::tokenize_with_images(
+    const std::string& text, const std::vector<ProcessedImage>& images) const {
   // The processor expands each placeholder in the text before tokenizing; the placeholder is an
   // added token, which splits the text into independent pieces, so expanding ids is identical.
   TF_ASSIGN(std::vector<int32_t> ids, tokenizer_->encode(text, /*add_special_tokens=*/false));
@@ -120,7 +122,8 @@ Expected<std::vector<int32_t>> Pipeline::tokenize_with_images(const std::string&
 
 Expected<Prompt> Pipeline::build_chat_prompt(const nlohmann::ordered_json& messages,
                                              const std::vector<std::vector<uint8_t>>& images,
-                                             const ChatTemplateOptions& opts, const ImageLimits& limits) const {
+                                             const ChatTemplateOptions& opts,
+                                             const ImageLimits& limits) const {
   if (!chat_template_) return make_error("this checkpoint has no chat template; send a plain prompt instead");
   Prompt p;
   TF_ASSIGN(p.text, chat_template_->apply(messages, opts));

@@ -6,27 +6,49 @@ namespace tf {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::BF16: case DType::F16: case DType::I16: case DType::U16: return 2;
-    case DType::I64: case DType::F64: return 8;
-    case DType::U8: case DType::BOOL: case DType::I8: return 1;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::BF16:
+    case DType::F16:
+    case DType::I16:
+    case DType::U16:
+      return 2;
+    case DType::I64:
+    case DType::F64:
+      return 8;
+    case DType::U8:
+    case DType::BOOL:
+    case DType::I8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
-    case DType::BOOL: return "BOOL";
-    case DType::F64: return "F64";
-    case DType::I8: return "I8";
-    case DType::I16: return "I16";
-    case DType::U16: return "U16";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
+    case DType::I32:
+      return "I32";
+    case DType::I64:
+      return "I64";
+    case DType::U8:
+      return "U8";
+    case DType::BOOL:
+      return "BOOL";
+    case DType::F64:
+      return "F64";
+    case DType::I8:
+      return "I8";
+    case DType::I16:
+      return "I16";
+    case DType::U16:
+      return "U16";
   }
   return "?";
 }
@@ -41,9 +63,12 @@ std::optional<DType> dtype_from_name(std::string_view n) {
 float f16_to_f32(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 

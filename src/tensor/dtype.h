@@ -12,7 +12,7 @@ namespace tf {
 enum class DType : uint8_t { F32, BF16, F16, I32, I64, U8, BOOL, F64, I8, I16, U16 };
 
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);                        // safetensors spelling: "F32", "BF16", ...
+std::string_view dtype_name(DType t);                         // safetensors spelling: "F32", "BF16", ...
 std::optional<DType> dtype_from_name(std::string_view name);  // inverse of dtype_name
 
 struct bf16 {

@@ -52,24 +52,39 @@ void Buffer::reshape(Shape s) {
 
 float load_f32(const Tensor& t, int64_t i) {
   switch (t.dtype) {
-    case DType::F32: return t.as<float>()[i];
-    case DType::BF16: return bf16_to_f32(t.as<uint16_t>()[i]);
-    case DType::F16: return f16_to_f32(t.as<uint16_t>()[i]);
-    case DType::I32: return static_cast<float>(t.as<int32_t>()[i]);
-    case DType::I64: return static_cast<float>(t.as<int64_t>()[i]);
-    case DType::U8: return static_cast<float>(t.as<uint8_t>()[i]);
-    case DType::F64: return static_cast<float>(t.as<double>()[i]);
-    default: TF_CHECK(false && "load_f32: unsupported dtype");
+    case DType::F32:
+      return t.as<float>()[i];
+    case DType::BF16:
+      return bf16_to_f32(t.as<uint16_t>()[i]);
+    case DType::F16:
+      return f16_to_f32(t.as<uint16_t>()[i]);
+    case DType::I32:
+      return static_cast<float>(t.as<int32_t>()[i]);
+    case DType::I64:
+      return static_cast<float>(t.as<int64_t>()[i]);
+    case DType::U8:
+      return static_cast<float>(t.as<uint8_t>()[i]);
+    case DType::F64:
+      return static_cast<float>(t.as<double>()[i]);
+    default:
+      TF_CHECK(false && "load_f32: unsupported dtype");
   }
   return 0;
 }
 
 void store_f32(const Tensor& t, int64_t i, float v) {
   switch (t.dtype) {
-    case DType::F32: t.as<float>()[i] = v; return;
-    case DType::BF16: t.as<uint16_t>()[i] = f32_to_bf16(v); return;
-    case DType::F16: t.as<uint16_t>()[i] = f32_to_f16(v); return;
-    default: TF_CHECK(false && "store_f32: unsupported dtype");
+    case DType::F32:
+      t.as<float>()[i] = v;
+      return;
+    case DType::BF16:
+      t.as<uint16_t>()[i] = f32_to_bf16(v);
+      return;
+    case DType::F16:
+      t.as<uint16_t>()[i] = f32_to_f16(v);
+      return;
+    default:
+      TF_CHECK(false && "store_f32: unsupported dtype");
   }
 }
 

@@ -27,7 +27,9 @@ struct Tensor {
   int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
   int rank() const { return static_cast<int>(shape.size()); }
   template <class T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   // Rows [begin, end) of the first dimension, as a view.
   Tensor slice_rows(int64_t begin, int64_t end) const;
   Tensor reshaped(Shape s) const;
@@ -43,7 +45,9 @@ class Buffer {
   operator Tensor() const { return view(); }  // NOLINT(google-explicit-constructor)
   void* data() const { return mem_.get(); }
   template <class T>
-  T* as() const { return static_cast<T*>(static_cast<void*>(mem_.get())); }
+  T* as() const {
+    return static_cast<T*>(static_cast<void*>(mem_.get()));
+  }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   int64_t numel() const { return shape_numel(shape_); }

@@ -51,9 +51,10 @@ Expected<std::string> ChatTemplate::apply(const json& messages, const ChatTempla
     return Error{"Cannot apply chat template to an empty conversation. Provide at least one message."};
   }
   if (opts.continue_final_message && opts.add_generation_prompt) {
-    return Error{"continue_final_message and add_generation_prompt are not compatible. Use continue_final_message "
-                 "when you want the model to continue the final message, and add_generation_prompt when you want to "
-                 "add a header that will prompt it to start a new assistant message instead."};
+    return Error{
+        "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message "
+        "when you want the model to continue the final message, and add_generation_prompt when you want to "
+        "add a header that will prompt it to start a new assistant message instead."};
   }
   if (!opts.tools.is_null()) {
     if (!opts.tools.is_array()) return Error{"chat template: tools must be a list of JSON objects"};
@@ -96,7 +97,8 @@ Expected<std::string> ChatTemplate::apply(const json& messages, const ChatTempla
         }
       }
       if (!found) {
-        return Error{"continue_final_message is set but we could not find any text to continue in the final message!"};
+        return Error{
+            "continue_final_message is set but we could not find any text to continue in the final message!"};
       }
     } else if (content.is_string()) {
       final_message = content.get<std::string>();
@@ -118,13 +120,16 @@ Expected<std::string> ChatTemplate::apply(const json& messages, const ChatTempla
   if (!opts.continue_final_message) return rendered;
 
   const std::string tag_stripped = py_strip(kContinueTag);
-  if (rendered.find(py_strip(final_message)) == std::string::npos || rendered.find(tag_stripped) == std::string::npos) {
-    return Error{"continue_final_message is set but the final message does not appear in the chat after applying "
-                 "the chat template! This can happen if the chat template deletes portions of the final message. "
-                 "Please verify the chat template and final message in your chat to ensure they are compatible."};
+  if (rendered.find(py_strip(final_message)) == std::string::npos ||
+      rendered.find(tag_stripped) == std::string::npos) {
+    return Error{
+        "continue_final_message is set but the final message does not appear in the chat after applying "
+        "the chat template! This can happen if the chat template deletes portions of the final message. "
+        "Please verify the chat template and final message in your chat to ensure they are compatible."};
   }
   const size_t tag_loc = rendered.rfind(tag_stripped);
-  if (rendered.compare(tag_loc, std::string(kContinueTag).size(), kContinueTag) == 0) return rendered.substr(0, tag_loc);
+  if (rendered.compare(tag_loc, std::string(kContinueTag).size(), kContinueTag) == 0)
+    return rendered.substr(0, tag_loc);
   return jinja::ustr::strip(rendered.substr(0, tag_loc), nullptr, false, true);
 }
 
@@ -136,15 +141,18 @@ Expected<std::string> load_chat_template_source(const std::string& checkpoint_di
   bool exists = false;
   TF_ASSIGN(json processor, read_json(dir / "chat_template.json", &exists));
   if (exists) {
-    if (processor.is_object() && processor.contains("chat_template") && processor["chat_template"].is_string()) {
+    if (processor.is_object() && processor.contains("chat_template") &&
+        processor["chat_template"].is_string()) {
       return processor["chat_template"].get<std::string>();
     }
     return Error{(dir / "chat_template.json").string() + ": no \"chat_template\" string"};
   }
   TF_ASSIGN(json config, read_json(dir / "tokenizer_config.json", &exists));
-  if (!exists || !config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
-    return Error{checkpoint_dir + ": no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json "
-                                  "\"chat_template\")"};
+  if (!exists || !config.is_object() || !config.contains("chat_template") ||
+      config["chat_template"].is_null()) {
+    return Error{checkpoint_dir +
+                 ": no chat template (chat_template.jinja, chat_template.json or tokenizer_config.json "
+                 "\"chat_template\")"};
   }
   const json& ct = config["chat_template"];
   if (ct.is_string()) return ct.get<std::string>();
@@ -167,13 +175,15 @@ Expected<json> load_special_tokens_map(const std::string& checkpoint_dir) {
   TF_ASSIGN(json config, read_json(dir / "tokenizer_config.json", &has_config));
   TF_ASSIGN(json map, read_json(dir / "special_tokens_map.json", &has_map));
   json out = json::object();
-  std::vector<std::string> keys = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+  std::vector<std::string> keys = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                   "pad_token", "cls_token", "mask_token"};
   // Named model-specific tokens (e.g. LightOnOCR's image_token) set at the top level of
   // tokenizer_config.json are part of special_tokens_map too (seen in the oracle's hf_context.json).
   if (has_config && config.is_object()) {
     for (auto it = config.begin(); it != config.end(); ++it) {
       const std::string& k = it.key();
-      if (k.size() > 6 && k.compare(k.size() - 6, 6, "_token") == 0 && std::find(keys.begin(), keys.end(), k) == keys.end() &&
+      if (k.size() > 6 && k.compare(k.size() - 6, 6, "_token") == 0 &&
+          std::find(keys.begin(), keys.end(), k) == keys.end() &&
           (it.value().is_string() || (it.value().is_object() && it.value().contains("content")))) {
         keys.push_back(k);
       }
@@ -181,15 +191,18 @@ Expected<json> load_special_tokens_map(const std::string& checkpoint_dir) {
   }
   for (const std::string& key : keys) {
     const json* v = nullptr;
-    if (has_config && config.is_object() && config.contains(key)) v = &config[key];
-    else if (has_map && map.is_object() && map.contains(key)) v = &map[key];
+    if (has_config && config.is_object() && config.contains(key))
+      v = &config[key];
+    else if (has_map && map.is_object() && map.contains(key))
+      v = &map[key];
     if (!v || v->is_null()) continue;
     if (v->is_string()) {
       out[key] = *v;
     } else if (v->is_object() && v->contains("content") && (*v)["content"].is_string()) {
       out[key] = (*v)["content"];
     } else {
-      return Error{checkpoint_dir + ": special token \"" + key + "\" must be a string or an AddedToken object"};
+      return Error{checkpoint_dir + ": special token \"" + key +
+                   "\" must be a string or an AddedToken object"};
     }
   }
   return out;

@@ -16,8 +16,8 @@ namespace tf {
 struct ChatTemplateOptions {
   bool add_generation_prompt = false;
   bool continue_final_message = false;
-  nlohmann::ordered_json tools;                                     // null: not given (template sees None)
-  nlohmann::ordered_json documents;                                 // null: not given (template sees None)
+  nlohmann::ordered_json tools;                                      // null: not given (template sees None)
+  nlohmann::ordered_json documents;                                  // null: not given (template sees None)
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // e.g. {"enable_thinking": false}
 };
 
@@ -25,11 +25,12 @@ class ChatTemplate {
  public:
   // special_tokens: the tokenizer's special_tokens_map, e.g. {"eos_token": "<|im_end|>",
   // "pad_token": "<|endoftext|>"} for Qwen3 (tokens that are None are absent).
-  static Expected<ChatTemplate> create(std::string source,
-                                       nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
+  static Expected<ChatTemplate> create(
+      std::string source, nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
 
   // messages: an OpenAI/HF-style array of message objects.
-  Expected<std::string> apply(const nlohmann::ordered_json& messages, const ChatTemplateOptions& opts = {}) const;
+  Expected<std::string> apply(const nlohmann::ordered_json& messages,
+                              const ChatTemplateOptions& opts = {}) const;
 
   const std::string& source() const { return source_; }
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }

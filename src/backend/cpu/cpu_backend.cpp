@@ -83,8 +83,8 @@ class CpuBackend final : public Backend {
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
     cpu::causal_conv1d_silu(pool_, x, w, state, out);
   }
-  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias, const Tensor& g,
-                 const Tensor& beta) override {
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
+                 const Tensor& g, const Tensor& beta) override {
     cpu::gdn_gates(a, b, A_log, dt_bias, g, beta);
   }
   void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -95,7 +95,8 @@ class CpuBackend final : public Backend {
                                   const Tensor& beta, const Tensor& state, const Tensor& out) override {
     cpu::gated_delta_rule_recurrent(pool_, q, k, v, g, beta, state, out);
   }
-  void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps, const Tensor& out) override {
+  void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
+                      const Tensor& out) override {
     cpu::rms_norm_gated(pool_, x, gate, w, eps, out);
   }
   void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) override {

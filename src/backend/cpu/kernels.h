@@ -5,8 +5,10 @@
 
 namespace tf::cpu {
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
-void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out);
-void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out);
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
+              const Tensor& out);
+void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                const Tensor& out);
 void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin);
 void rope(ThreadPool& pool, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
@@ -23,13 +25,14 @@ void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out);
 void argmax(ThreadPool& pool, const Tensor& logits, const Tensor& out);
 void top_k(ThreadPool& pool, const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices);
 // ---- Qwen3.5 ops ----
-void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out);
+void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& state,
+                        const Tensor& out);
 void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias, const Tensor& g,
                const Tensor& beta);
-void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                              const Tensor& beta, const Tensor& state, const Tensor& out);
-void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                                const Tensor& beta, const Tensor& state, const Tensor& out);
+void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out);
+void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out);
 void rms_norm_gated(ThreadPool& pool, const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                     const Tensor& out);
 void sigmoid_mul(ThreadPool& pool, const Tensor& x, const Tensor& gate, const Tensor& out);

@@ -24,9 +24,10 @@ class LightOnOcrImageProcessor final : public ImageProcessor {
     // Transformers 5.17 fails inside the patch merger for these (unfold of an empty grid); refuse
     // up front with a message the user can act on.
     if (out.n_tokens <= 0)
-      return make_error("image " + std::to_string(index) + " is too small: it is " + std::to_string(rgb.width) +
-                        "x" + std::to_string(rgb.height) + " pixels and becomes " + std::to_string(p.width) +
-                        "x" + std::to_string(p.height) + ", which gives no image tokens; send an image at least " +
+      return make_error("image " + std::to_string(index) + " is too small: it is " +
+                        std::to_string(rgb.width) + "x" + std::to_string(rgb.height) +
+                        " pixels and becomes " + std::to_string(p.width) + "x" + std::to_string(p.height) +
+                        ", which gives no image tokens; send an image at least " +
                         std::to_string(proc_.config().patch_height * merge_) + " pixels on each side");
     out.pixel_values = std::move(p.pixel_values);
     out.identity = image_identity(rgb, desc_);
@@ -44,7 +45,8 @@ class LightOnOcrImageProcessor final : public ImageProcessor {
 
 }  // namespace
 
-Expected<std::unique_ptr<ImageProcessor>> make_processor(const nlohmann::json& config, const ModelInfo& info) {
+Expected<std::unique_ptr<ImageProcessor>> make_processor(const nlohmann::json& config,
+                                                         const ModelInfo& info) {
   TF_ASSIGN(PixtralImageProcessor p, PixtralImageProcessor::from_json(config));
   return std::unique_ptr<ImageProcessor>(new LightOnOcrImageProcessor(std::move(p), info.spatial_merge_size));
 }

@@ -9,10 +9,10 @@ class Qwen35ImageProcessor final : public ImageProcessor {
  public:
   explicit Qwen35ImageProcessor(Qwen2VLImageProcessor p) : proc_(std::move(p)) {
     const auto& c = proc_.config();
-    desc_ = "qwen2_vl min_pixels=" + std::to_string(c.min_pixels) + " max_pixels=" + std::to_string(c.max_pixels) +
-            " patch=" + std::to_string(c.patch_size) + " temporal=" + std::to_string(c.temporal_patch_size) +
-            " merge=" + std::to_string(c.merge_size) + " resample=" + std::to_string(static_cast<int>(c.resample)) +
-            describe_normalize(c.normalize);
+    desc_ = "qwen2_vl min_pixels=" + std::to_string(c.min_pixels) +
+            " max_pixels=" + std::to_string(c.max_pixels) + " patch=" + std::to_string(c.patch_size) +
+            " temporal=" + std::to_string(c.temporal_patch_size) + " merge=" + std::to_string(c.merge_size) +
+            " resample=" + std::to_string(static_cast<int>(c.resample)) + describe_normalize(c.normalize);
   }
 
   Expected<ProcessedImage> process(const Image& rgb, int index) const override {

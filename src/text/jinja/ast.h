@@ -14,8 +14,26 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class Kind {
-    Const, Name, Tuple, List, Dict, GetAttr, GetItem, Slice, Call, Filter, Test,
-    Neg, Pos, Not, And, Or, Binary, Compare, Concat, CondExpr
+    Const,
+    Name,
+    Tuple,
+    List,
+    Dict,
+    GetAttr,
+    GetItem,
+    Slice,
+    Call,
+    Filter,
+    Test,
+    Neg,
+    Pos,
+    Not,
+    And,
+    Or,
+    Binary,
+    Compare,
+    Concat,
+    CondExpr
   };
   Kind kind;
   int line = 0;
@@ -28,7 +46,7 @@ struct Expr {
   //   CondExpr [test, then, else (may be null)]  Tuple/List [items...]  Dict [k0, v0, k1, v1, ...]
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // Call/Filter/Test
-  std::vector<std::string> ops;                          // Compare: "==", "in", "notin", ...
+  std::vector<std::string> ops;                         // Compare: "==", "in", "notin", ...
 };
 
 // Assignment target of set/for/with: a name, `ns.attr`, or a (nested) tuple of names.
@@ -45,16 +63,30 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 
 struct Stmt {
-  enum class Kind { Text, Print, If, For, Set, SetBlock, Macro, CallBlock, FilterBlock, Break, Continue, With, Block };
+  enum class Kind {
+    Text,
+    Print,
+    If,
+    For,
+    Set,
+    SetBlock,
+    Macro,
+    CallBlock,
+    FilterBlock,
+    Break,
+    Continue,
+    With,
+    Block
+  };
   Kind kind;
   int line = 0;
-  std::string text;   // Text
-  ExprPtr expr;       // Print; For iterable; Set value; CallBlock call; SetBlock/FilterBlock filter chain
-  ExprPtr cond;       // For: `if` filter
-  Target target;      // For, Set, SetBlock
+  std::string text;  // Text
+  ExprPtr expr;      // Print; For iterable; Set value; CallBlock call; SetBlock/FilterBlock filter chain
+  ExprPtr cond;      // For: `if` filter
+  Target target;     // For, Set, SetBlock
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (test, body) for if/elif
-  Body body;          // For/SetBlock/Macro/CallBlock/FilterBlock/With/Block body
-  Body else_body;     // If/For
+  Body body;                                       // For/SetBlock/Macro/CallBlock/FilterBlock/With/Block body
+  Body else_body;                                  // If/For
   // Macro and CallBlock signature.
   std::string name;
   std::vector<std::string> params;

@@ -37,8 +37,10 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
 Value Interp::eval(const Expr& e) {
   tick();
   switch (e.kind) {
-    case Expr::Kind::Const: return e.value;
-    case Expr::Kind::Name: return lookup(e.name);
+    case Expr::Kind::Const:
+      return e.value;
+    case Expr::Kind::Name:
+      return lookup(e.name);
     case Expr::Kind::Tuple:
     case Expr::Kind::List: {
       List items;
@@ -71,7 +73,8 @@ Value Interp::eval(const Expr& e) {
         for (int i = 0; i < 3; ++i) parts[i] = k.args[i] ? eval(*k.args[i]) : Value::none();
         line_ = e.line;
         if (obj.is_undefined()) raise_undefined(obj);
-        if ((obj.is_list() && obj.view == 0) || obj.is_string()) return slice_value(obj, parts[0], parts[1], parts[2]);
+        if ((obj.is_list() && obj.view == 0) || obj.is_string())
+          return slice_value(obj, parts[0], parts[1], parts[2]);
         if (obj.is_none()) return Value::undefined("None has no element slice");
         throw_error("TypeError", "'" + python_type_name(obj) + "' object is not subscriptable");
       }
@@ -79,7 +82,8 @@ Value Interp::eval(const Expr& e) {
       line_ = e.line;
       return get_item(obj, key);
     }
-    case Expr::Kind::Slice: throw_error("TemplateSyntaxError", "slice outside of a subscript");
+    case Expr::Kind::Slice:
+      throw_error("TemplateSyntaxError", "slice outside of a subscript");
     case Expr::Kind::Call: {
       if (++depth_ > limits_.max_call_depth * 4) {
         --depth_;
@@ -115,10 +119,12 @@ Value Interp::eval(const Expr& e) {
         if (v == INT64_MIN) throw_error("OverflowError", "integer overflow (64-bit)");
         return Value::integer(-v);
       }
-      throw_error("TypeError", std::string("bad operand type for unary ") + (e.kind == Expr::Kind::Neg ? "-" : "+") +
-                                   ": '" + python_type_name(x) + "'");
+      throw_error("TypeError", std::string("bad operand type for unary ") +
+                                   (e.kind == Expr::Kind::Neg ? "-" : "+") + ": '" + python_type_name(x) +
+                                   "'");
     }
-    case Expr::Kind::Not: return Value::boolean(!truthy(eval(*e.args[0])));
+    case Expr::Kind::Not:
+      return Value::boolean(!truthy(eval(*e.args[0])));
     case Expr::Kind::And: {
       Value l = eval(*e.args[0]);
       if (!truthy(l)) return l;

@@ -16,12 +16,15 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
 namespace {
 
 const std::set<std::string> kSupported = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first",
-    "float", "forceescape", "format", "indent", "int", "join", "last", "length", "list", "lower", "items", "map",
-    "min", "max", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-    "string", "sum", "title", "trim", "unique", "upper", "wordcount", "tojson"};
-const std::set<std::string> kJinjaOnly = {"filesizeformat", "groupby", "pprint", "random", "slice", "striptags",
-                                          "truncate", "urlencode", "urlize", "wordwrap", "xmlattr"};
+    "abs",      "attr",       "batch",  "capitalize", "center",  "count",       "d",      "default",
+    "dictsort", "e",          "escape", "first",      "float",   "forceescape", "format", "indent",
+    "int",      "join",       "last",   "length",     "list",    "lower",       "items",  "map",
+    "min",      "max",        "reject", "rejectattr", "replace", "reverse",     "round",  "safe",
+    "select",   "selectattr", "sort",   "string",     "sum",     "title",       "trim",   "unique",
+    "upper",    "wordcount",  "tojson"};
+const std::set<std::string> kJinjaOnly = {"filesizeformat", "groupby",   "pprint",   "random",
+                                          "slice",          "striptags", "truncate", "urlencode",
+                                          "urlize",         "wordwrap",  "xmlattr"};
 
 std::string soft_str(const Value& v) { return to_str(v); }
 
@@ -58,11 +61,14 @@ bool parse_python_int(std::string s, int base, int64_t* out) {
     digits.push_back(s[i]);
   }
   if (digits.empty()) return false;
-  if (base == 10 && digits.size() > 1 && digits[0] == '0' && digits.find_first_not_of('0') != std::string::npos) return false;
+  if (base == 10 && digits.size() > 1 && digits[0] == '0' &&
+      digits.find_first_not_of('0') != std::string::npos)
+    return false;
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(digits.c_str(), &end, base);
-  if (*end != '\0' || errno == ERANGE || digits[0] == '-' || digits[0] == '+' || digits[0] == ' ') return false;
+  if (*end != '\0' || errno == ERANGE || digits[0] == '-' || digits[0] == '+' || digits[0] == ' ')
+    return false;
   *out = neg ? -v : v;
   return true;
 }
@@ -73,7 +79,8 @@ bool parse_python_float(const std::string& raw, double* out) {
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '_') {
       if (i == 0 || i + 1 >= s.size() || !isdigit(static_cast<unsigned char>(s[i - 1])) ||
-          !isdigit(static_cast<unsigned char>(s[i + 1]))) return false;
+          !isdigit(static_cast<unsigned char>(s[i + 1])))
+        return false;
       continue;
     }
     t.push_back(s[i]);
@@ -87,7 +94,8 @@ bool parse_python_float(const std::string& raw, double* out) {
     return true;
   }
   for (char c : body) {
-    if (!(isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-')) return false;
+    if (!(isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-'))
+      return false;
   }
   char* end = nullptr;
   *out = std::strtod(t.c_str(), &end);
@@ -95,7 +103,8 @@ bool parse_python_float(const std::string& raw, double* out) {
 }
 
 Value round_value(const Value& v, int64_t precision, const std::string& method) {
-  if (!v.is_number()) throw_error("TypeError", "type " + python_type_name(v) + " doesn't define __round__ method");
+  if (!v.is_number())
+    throw_error("TypeError", "type " + python_type_name(v) + " doesn't define __round__ method");
   if (method != "common" && method != "ceil" && method != "floor") {
     throw_error("FilterArgumentError", "method must be common, ceil or floor");
   }
@@ -200,7 +209,8 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, CallArgs
       in.check_size(static_cast<size_t>(std::max<int64_t>(0, width.as_int())));
       ind = std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
     } else {
-      throw_error("TypeError", "can't multiply sequence by non-int of type '" + python_type_name(width) + "'");
+      throw_error("TypeError",
+                  "can't multiply sequence by non-int of type '" + python_type_name(width) + "'");
     }
     std::string res = str_splitlines_join(soft_str(v), ind, first, blank);
     in.check_size(res.size());
@@ -221,7 +231,8 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, CallArgs
     if (!args.keyword.empty() && !args.positional.empty()) {
       throw_error("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
     }
-    if (!args.keyword.empty()) throw_error("TemplateRuntimeError", "unsupported: format filter with keyword arguments");
+    if (!args.keyword.empty())
+      throw_error("TemplateRuntimeError", "unsupported: format filter with keyword arguments");
     return binop("%", Value::str(soft_str(v)), Value::make_list(args.positional, true), in);
   }
   if (name == "int") {
@@ -235,7 +246,8 @@ Value apply_filter(Interp& in, const std::string& name, const Value& v, CallArgs
     }
     if (v.is_string()) {
       int64_t out = 0;
-      if (base.is_int_like() && parse_python_int(v.s, static_cast<int>(base.as_int()), &out)) return Value::integer(out);
+      if (base.is_int_like() && parse_python_int(v.s, static_cast<int>(base.as_int()), &out))
+        return Value::integer(out);
       double d = 0;
       if (parse_python_float(v.s, &d) && std::isfinite(d) && std::fabs(d) < 9.2e18) {
         return Value::integer(static_cast<int64_t>(std::trunc(d)));

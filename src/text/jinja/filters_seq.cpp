@@ -39,8 +39,10 @@ Value get_path(Interp& in, Value item, const Value& attribute, const Value& def)
     size_t start = 0;
     while (true) {
       const size_t dot = attribute.s.find('.', start);
-      const std::string part = attribute.s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const std::string part =
+          attribute.s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      const bool digits =
+          !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
       parts.push_back(digits && part.size() < 18 ? Value::integer(std::stoll(part)) : Value::str(part));
       if (dot == std::string::npos) break;
       start = dot + 1;
@@ -69,7 +71,8 @@ Value multi_key(Interp& in, const Value& item, const Value& attribute, bool case
     size_t start = 0;
     while (true) {
       const size_t comma = attribute.s.find(',', start);
-      const Value one = Value::str(attribute.s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      const Value one = Value::str(
+          attribute.s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
       parts.push_back(sort_key(in, item, one, case_sensitive));
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -80,7 +83,8 @@ Value multi_key(Interp& in, const Value& item, const Value& attribute, bool case
   return Value::make_list(std::move(parts));
 }
 
-List sorted(Interp& in, const List& items, const Value& attribute, bool case_sensitive, bool reverse, bool multi) {
+List sorted(Interp& in, const List& items, const Value& attribute, bool case_sensitive, bool reverse,
+            bool multi) {
   std::vector<std::pair<Value, size_t>> keyed;
   for (size_t i = 0; i < items.size(); ++i) {
     keyed.emplace_back(multi ? multi_key(in, items[i], attribute, case_sensitive)
@@ -105,7 +109,8 @@ bool select_pass(Interp& in, const Value& item, const CallArgs& args, size_t off
   }
   if (args.positional.size() <= off) return truthy(x);
   CallArgs targs;
-  targs.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1, args.positional.end());
+  targs.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(off) + 1,
+                          args.positional.end());
   targs.keyword = args.keyword;
   return in.test(to_str(args.positional[off]), x, targs);
 }
@@ -115,14 +120,19 @@ bool select_pass(Interp& in, const Value& item, const CallArgs& args, size_t off
 Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallArgs& args, bool* handled) {
   *handled = true;
   if (name == "first" || name == "last") {
-    if (!args.positional.empty() || !args.keyword.empty()) throw_error("TypeError", name + "() takes no arguments");
-    if (name == "last" && v.is_list() && v.view == 1) throw_error("TypeError", "'generator' object is not reversible");
+    if (!args.positional.empty() || !args.keyword.empty())
+      throw_error("TypeError", name + "() takes no arguments");
+    if (name == "last" && v.is_list() && v.view == 1)
+      throw_error("TypeError", "'generator' object is not reversible");
     const List items = iterate(v);
-    if (items.empty()) return Value::undefined(name == "first" ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+    if (items.empty())
+      return Value::undefined(name == "first" ? "No first item, sequence was empty."
+                                              : "No last item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") {
-    if (!args.positional.empty() || !args.keyword.empty()) throw_error("TypeError", "list() takes no arguments");
+    if (!args.positional.empty() || !args.keyword.empty())
+      throw_error("TypeError", "list() takes no arguments");
     return Value::make_list(iterate(v));
   }
   if (name == "join") {
@@ -141,7 +151,8 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     return Value::str(std::move(out));
   }
   if (name == "items") {
-    if (!args.positional.empty() || !args.keyword.empty()) throw_error("TypeError", "items() takes no arguments");
+    if (!args.positional.empty() || !args.keyword.empty())
+      throw_error("TypeError", "items() takes no arguments");
     if (v.is_undefined()) return generator({});
     if (!v.is_dict()) throw_error("TypeError", "Can only get item pairs from a mapping.");
     List out;
@@ -155,15 +166,19 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     if (args.positional.empty()) {
       Value attribute = Value::undefined(), def = Value::none();
       for (const auto& [k, val] : args.keyword) {
-        if (k == "attribute") attribute = val;
-        else if (k == "default") def = val;
-        else throw_error("FilterArgumentError", "Unexpected keyword argument '" + k + "'");
+        if (k == "attribute")
+          attribute = val;
+        else if (k == "default")
+          def = val;
+        else
+          throw_error("FilterArgumentError", "Unexpected keyword argument '" + k + "'");
       }
       if (attribute.is_undefined()) throw_error("FilterArgumentError", "map requires a filter argument");
       for (const auto& item : items) out.push_back(get_path(in, item, attribute, def));
     } else {
       const std::string fname = to_str(args.positional[0]);
-      if (!is_supported_filter(fname)) throw_error("TemplateRuntimeError", "No filter named '" + fname + "'.");
+      if (!is_supported_filter(fname))
+        throw_error("TemplateRuntimeError", "No filter named '" + fname + "'.");
       for (const auto& item : items) {
         CallArgs fargs;
         fargs.positional.assign(args.positional.begin() + 1, args.positional.end());
@@ -191,7 +206,8 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     List out, seen;
     for (const auto& item : iterate(v)) {
       const Value k = sort_key(in, item, attribute, cs);
-      if ((k.is_list() && !k.tuple) || k.is_dict()) throw_error("TypeError", "unhashable type: '" + python_type_name(k) + "'");
+      if ((k.is_list() && !k.tuple) || k.is_dict())
+        throw_error("TypeError", "unhashable type: '" + python_type_name(k) + "'");
       bool dup = false;
       for (const auto& s : seen) dup = dup || equals(s, k);
       in.tick(seen.size());
@@ -216,14 +232,16 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     const std::string by = to_str(r.get(1, "by", Value::str("key")));
     const bool reverse = truthy(r.get(2, "reverse", Value::boolean(false)));
     r.done(3);
-    if (by != "key" && by != "value") throw_error("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
+    if (by != "key" && by != "value")
+      throw_error("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
     if (!v.is_dict()) throw_error("TypeError", "dictsort expects a mapping");
     List pairs;
     for (const auto& [k, val] : v.dict->entries) pairs.push_back(Value::make_list({k, val}, true));
     return Value::make_list(sorted(in, pairs, Value::integer(by == "key" ? 0 : 1), cs, reverse, false));
   }
   if (name == "reverse") {
-    if (!args.positional.empty() || !args.keyword.empty()) throw_error("TypeError", "reverse() takes no arguments");
+    if (!args.positional.empty() || !args.keyword.empty())
+      throw_error("TypeError", "reverse() takes no arguments");
     if (v.is_string()) return slice_value(v, Value::none(), Value::none(), Value::integer(-1));
     List items = iterate(v);
     std::reverse(items.begin(), items.end());
@@ -236,7 +254,8 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     r.done(2);
     const List items = iterate(v);
     if (items.empty()) {
-      return Value::undefined(std::string("No ") + (name == "min" ? "smallest" : "largest") + " item, sequence was empty.");
+      return Value::undefined(std::string("No ") + (name == "min" ? "smallest" : "largest") +
+                              " item, sequence was empty.");
     }
     size_t best = 0;
     Value best_key = sort_key(in, items[0], attribute, cs);
@@ -255,7 +274,8 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     Value total = r.get(1, "start", Value::integer(0));
     r.done(2);
     for (const auto& item : iterate(v)) {
-      total = binop("+", total, attribute.is_none() ? item : get_path(in, item, attribute, Value::none()), in);
+      total =
+          binop("+", total, attribute.is_none() ? item : get_path(in, item, attribute, Value::none()), in);
     }
     return total;
   }
@@ -264,7 +284,8 @@ Value filter_sequence(Interp& in, const std::string& name, const Value& v, CallA
     const Value count = r.get(0, "linecount");
     const Value fill = r.get(1, "fill_with", Value::none());
     r.done(2);
-    if (!count.is_int_like() || count.as_int() <= 0) throw_error("ValueError", "batch size must be a positive integer");
+    if (!count.is_int_like() || count.as_int() <= 0)
+      throw_error("ValueError", "batch size must be a positive integer");
     const auto n = static_cast<size_t>(count.as_int());
     List out, cur;
     for (const auto& item : iterate(v)) {

@@ -15,17 +15,28 @@ struct LoopObj : Object {
   bool get(const std::string& name, Value& out) const override {
     const auto n = static_cast<int64_t>(items->size());
     const auto i = static_cast<int64_t>(index);
-    if (name == "index") out = Value::integer(i + 1);
-    else if (name == "index0") out = Value::integer(i);
-    else if (name == "revindex") out = Value::integer(n - i);
-    else if (name == "revindex0") out = Value::integer(n - i - 1);
-    else if (name == "first") out = Value::boolean(i == 0);
-    else if (name == "last") out = Value::boolean(i == n - 1);
-    else if (name == "length") out = Value::integer(n);
-    else if (name == "depth") out = Value::integer(1);
-    else if (name == "depth0") out = Value::integer(0);
-    else if (name == "previtem") out = i > 0 ? (*items)[index - 1] : Value::undefined("there is no previous item");
-    else if (name == "nextitem") out = i + 1 < n ? (*items)[index + 1] : Value::undefined("there is no next item");
+    if (name == "index")
+      out = Value::integer(i + 1);
+    else if (name == "index0")
+      out = Value::integer(i);
+    else if (name == "revindex")
+      out = Value::integer(n - i);
+    else if (name == "revindex0")
+      out = Value::integer(n - i - 1);
+    else if (name == "first")
+      out = Value::boolean(i == 0);
+    else if (name == "last")
+      out = Value::boolean(i == n - 1);
+    else if (name == "length")
+      out = Value::integer(n);
+    else if (name == "depth")
+      out = Value::integer(1);
+    else if (name == "depth0")
+      out = Value::integer(0);
+    else if (name == "previtem")
+      out = i > 0 ? (*items)[index - 1] : Value::undefined("there is no previous item");
+    else if (name == "nextitem")
+      out = i + 1 < n ? (*items)[index + 1] : Value::undefined("there is no next item");
     else if (name == "cycle") {
       const size_t idx = index;
       out = make_builtin("cycle", [idx](CallArgs& a) -> Value {
@@ -89,18 +100,24 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
     const auto& p = a.positional;
     if (p.empty() || p.size() > 3) throw_error("TypeError", "range expected 1 to 3 arguments");
     for (const auto& v : p) {
-      if (!v.is_int_like()) throw_error("TypeError", "'" + python_type_name(v) + "' object cannot be interpreted as an integer");
+      if (!v.is_int_like())
+        throw_error("TypeError", "'" + python_type_name(v) + "' object cannot be interpreted as an integer");
     }
     int64_t start = 0, stop, step = 1;
-    if (p.size() == 1) stop = p[0].as_int();
-    else { start = p[0].as_int(); stop = p[1].as_int(); }
+    if (p.size() == 1)
+      stop = p[0].as_int();
+    else {
+      start = p[0].as_int();
+      stop = p[1].as_int();
+    }
     if (p.size() == 3) step = p[2].as_int();
     if (step == 0) throw_error("ValueError", "range() arg 3 must not be zero");
     List out;
     // The sandbox refuses ranges over MAX_RANGE (100000) items.
     for (int64_t v = start; step > 0 ? v < stop : v > stop; v += step) {
       if (out.size() >= 100000) {
-        throw_error("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+        throw_error("OverflowError",
+                    "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       }
       out.push_back(Value::integer(v));
       if ((step > 0 && v > INT64_MAX - step) || (step < 0 && v < INT64_MIN - step)) break;
@@ -117,7 +134,8 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
       } else {
         for (const Value& pair : iterate(src)) {
           List kv = iterate(pair);
-          if (kv.size() != 2) throw_error("ValueError", "dictionary update sequence element has wrong length");
+          if (kv.size() != 2)
+            throw_error("ValueError", "dictionary update sequence element has wrong length");
           d->set(kv[0], kv[1]);
         }
       }
@@ -142,7 +160,8 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
     throw e;
   });
   add("strftime_now", [](CallArgs& a) -> Value {
-    if (a.positional.size() != 1 || !a.positional[0].is_string()) throw_error("TypeError", "strftime_now(format) expects a string");
+    if (a.positional.size() != 1 || !a.positional[0].is_string())
+      throw_error("TypeError", "strftime_now(format) expects a string");
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
     localtime_r(&t, &tm);
@@ -169,7 +188,8 @@ Interp::Interp(const RenderLimits& limits) : limits_(limits) {
       return Value::str(sep);
     });
   });
-  add("lipsum", [](CallArgs&) -> Value { throw_error("TemplateRuntimeError", "unsupported global 'lipsum'"); });
+  add("lipsum",
+      [](CallArgs&) -> Value { throw_error("TemplateRuntimeError", "unsupported global 'lipsum'"); });
 }
 
 Interp::~Interp() {
@@ -222,8 +242,12 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, std::string& out) {
     out += text;
   };
   switch (s.kind) {
-    case Stmt::Kind::Text: append(s.text); break;
-    case Stmt::Kind::Print: append(to_str(eval(*s.expr))); break;
+    case Stmt::Kind::Text:
+      append(s.text);
+      break;
+    case Stmt::Kind::Print:
+      append(to_str(eval(*s.expr)));
+      break;
     case Stmt::Kind::If: {
       for (const auto& [test, body] : s.branches) {
         line_ = test->line;
@@ -236,16 +260,21 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, std::string& out) {
       exec_for(s, out, f);
       return f;
     }
-    case Stmt::Kind::Set: assign(s.target, eval(*s.expr)); break;
+    case Stmt::Kind::Set:
+      assign(s.target, eval(*s.expr));
+      break;
     case Stmt::Kind::SetBlock: {
       std::string captured;
-      if (exec(s.body, captured) != Flow::Normal) throw_error("TemplateSyntaxError", "'break'/'continue' outside of a loop");
+      if (exec(s.body, captured) != Flow::Normal)
+        throw_error("TemplateSyntaxError", "'break'/'continue' outside of a loop");
       Value v = Value::str(std::move(captured));
       if (s.expr) v = eval_filter_chain(*s.expr, v);
       assign(s.target, v);
       break;
     }
-    case Stmt::Kind::Macro: scope_->set(s.name, make_macro(s)); break;
+    case Stmt::Kind::Macro:
+      scope_->set(s.name, make_macro(s));
+      break;
     case Stmt::Kind::CallBlock: {
       const Value caller = make_macro(s);
       append(to_str(eval_call(*s.expr, &caller)));
@@ -257,8 +286,10 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, std::string& out) {
       append(to_str(eval_filter_chain(*s.expr, Value::str(std::move(captured)))));
       return f;
     }
-    case Stmt::Kind::Break: return Flow::Break;
-    case Stmt::Kind::Continue: return Flow::Continue;
+    case Stmt::Kind::Break:
+      return Flow::Break;
+    case Stmt::Kind::Continue:
+      return Flow::Continue;
     case Stmt::Kind::With: {
       std::vector<Value> values;
       for (const auto& a : s.assigns) values.push_back(eval(*a.second));
@@ -270,7 +301,8 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, std::string& out) {
       scope_ = saved;
       return f;
     }
-    case Stmt::Kind::Block: return exec(s.body, out);
+    case Stmt::Kind::Block:
+      return exec(s.body, out);
   }
   return Flow::Normal;
 }
@@ -308,7 +340,9 @@ void Interp::exec_for(const Stmt& s, std::string& out, Flow& flow) {
 
 void Interp::assign(const Target& t, const Value& v) {
   switch (t.kind) {
-    case Target::Kind::Name: scope_->set(t.name, v); return;
+    case Target::Kind::Name:
+      scope_->set(t.name, v);
+      return;
     case Target::Kind::NsAttr: {
       const Value ns = lookup(t.name);
       if (ns.kind != Value::Kind::Object || !ns.obj->set(t.attr, v)) {
@@ -320,10 +354,11 @@ void Interp::assign(const Target& t, const Value& v) {
       if (v.kind == Value::Kind::Undefined) raise_undefined(v);
       List items = iterate(v);
       if (items.size() != t.items.size()) {
-        throw_error("ValueError", items.size() > t.items.size()
-                                      ? "too many values to unpack (expected " + std::to_string(t.items.size()) + ")"
-                                      : "not enough values to unpack (expected " + std::to_string(t.items.size()) +
-                                            ", got " + std::to_string(items.size()) + ")");
+        throw_error("ValueError",
+                    items.size() > t.items.size()
+                        ? "too many values to unpack (expected " + std::to_string(t.items.size()) + ")"
+                        : "not enough values to unpack (expected " + std::to_string(t.items.size()) +
+                              ", got " + std::to_string(items.size()) + ")");
       }
       for (size_t i = 0; i < items.size(); ++i) assign(t.items[i], items[i]);
       return;
@@ -355,7 +390,8 @@ Value Interp::call_macro(const Stmt& s, Scope* def_scope, CallArgs& a) {
   const size_t n_params = s.params.size();
   const std::string mname = s.kind == Stmt::Kind::CallBlock ? "caller" : s.name;
   if (a.positional.size() > n_params && !s.uses_varargs) {
-    throw_error("TypeError", "macro '" + mname + "' takes not more than " + std::to_string(n_params) + " argument(s)");
+    throw_error("TypeError",
+                "macro '" + mname + "' takes not more than " + std::to_string(n_params) + " argument(s)");
   }
   std::vector<bool> given(n_params, false);
   for (size_t i = 0; i < n_params && i < a.positional.size(); ++i) {
@@ -368,7 +404,8 @@ Value Interp::call_macro(const Stmt& s, Scope* def_scope, CallArgs& a) {
     bool matched = false;
     for (size_t i = 0; i < n_params; ++i) {
       if (s.params[i] == k) {
-        if (given[i]) throw_error("TypeError", "macro '" + mname + "' got multiple values for argument '" + k + "'");
+        if (given[i])
+          throw_error("TypeError", "macro '" + mname + "' got multiple values for argument '" + k + "'");
         frame->set(k, v);
         given[i] = true;
         matched = true;
@@ -387,8 +424,10 @@ Value Interp::call_macro(const Stmt& s, Scope* def_scope, CallArgs& a) {
   const size_t first_default = n_params - s.defaults.size();
   for (size_t i = 0; i < n_params; ++i) {
     if (given[i]) continue;
-    if (i >= first_default) frame->set(s.params[i], eval(*s.defaults[i - first_default]));
-    else frame->set(s.params[i], Value::undefined("parameter '" + s.params[i] + "' was not provided"));
+    if (i >= first_default)
+      frame->set(s.params[i], eval(*s.defaults[i - first_default]));
+    else
+      frame->set(s.params[i], Value::undefined("parameter '" + s.params[i] + "' was not provided"));
   }
   if (s.uses_varargs) {
     List rest;
@@ -415,7 +454,8 @@ void Interp::collect_args(const Expr& e, size_t first, CallArgs& out) {
     } else if (k == "**") {
       const Value d = eval(*v);
       if (d.is_undefined()) raise_undefined(d);
-      if (!d.is_dict()) throw_error("TypeError", "argument after ** must be a mapping, not " + python_type_name(d));
+      if (!d.is_dict())
+        throw_error("TypeError", "argument after ** must be a mapping, not " + python_type_name(d));
       for (const auto& [dk, dv] : d.dict->entries) {
         if (!dk.is_string()) throw_error("TypeError", "keywords must be strings");
         out.keyword.emplace_back(dk.s, dv);
@@ -438,7 +478,8 @@ Value Interp::eval_call(const Expr& e, const Value* caller) {
 
 Value Interp::call(const Value& fn, CallArgs& args) {
   if (fn.kind == Value::Kind::Undefined) raise_undefined(fn);
-  if (fn.kind != Value::Kind::Callable) throw_error("TypeError", "'" + python_type_name(fn) + "' object is not callable");
+  if (fn.kind != Value::Kind::Callable)
+    throw_error("TypeError", "'" + python_type_name(fn) + "' object is not callable");
   return fn.fn->call(args);
 }
 
@@ -462,7 +503,8 @@ bool Interp::test(const std::string& name, const Value& operand, CallArgs& args)
 
 Value Interp::get_attr(const Value& obj, const std::string& name) {
   switch (obj.kind) {
-    case Value::Kind::Undefined: raise_undefined(obj);
+    case Value::Kind::Undefined:
+      raise_undefined(obj);
     case Value::Kind::Dict: {
       Value m = get_method(*this, obj, name);
       if (!m.is_undefined() || m.b) return m;
@@ -499,7 +541,8 @@ Value Interp::get_attr(const Value& obj, const std::string& name) {
 
 Value Interp::get_item(const Value& obj, const Value& key) {
   switch (obj.kind) {
-    case Value::Kind::Undefined: raise_undefined(obj);
+    case Value::Kind::Undefined:
+      raise_undefined(obj);
     case Value::Kind::Dict: {
       if (key.is_list() && !key.tuple) break;  // unhashable: falls back like Python's TypeError
       if (const Value* v = obj.dict->find(key)) return *v;
@@ -515,7 +558,8 @@ Value Interp::get_item(const Value& obj, const Value& key) {
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   if (key.is_string()) return get_attr(obj, key.s);
   const std::string owner = obj.is_none() ? "None" : "'" + python_type_name(obj) + " object'";

@@ -15,8 +15,8 @@ namespace tf::jinja {
 
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds every intermediate string/list
-  uint64_t max_steps = 5'000'000;               // statements + expressions evaluated (~1-3 s)
-  int max_call_depth = 64;                      // nested macro calls
+  uint64_t max_steps = 5'000'000;              // statements + expressions evaluated (~1-3 s)
+  int max_call_depth = 64;                     // nested macro calls
 };
 
 struct Scope {

@@ -15,14 +15,29 @@ void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
   for (char32_t cp : ustr::decode(s)) {
     char buf[16];
     switch (cp) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (cp < 0x20 || (ensure_ascii && cp > 0x7F)) {
       if (cp >= 0x10000) {
@@ -62,28 +77,46 @@ struct Dumper {
 
   std::string key_string(const Value& k) {
     switch (k.kind) {
-      case Value::Kind::String: return k.s;
-      case Value::Kind::Float: return float_json(k.f);
-      case Value::Kind::Bool: return k.b ? "true" : "false";
-      case Value::Kind::Int: return std::to_string(k.i);
-      case Value::Kind::None: return "null";
-      default: throw_error("TypeError", "keys must be str, int, float, bool or None, not " + python_type_name(k));
+      case Value::Kind::String:
+        return k.s;
+      case Value::Kind::Float:
+        return float_json(k.f);
+      case Value::Kind::Bool:
+        return k.b ? "true" : "false";
+      case Value::Kind::Int:
+        return std::to_string(k.i);
+      case Value::Kind::None:
+        return "null";
+      default:
+        throw_error("TypeError", "keys must be str, int, float, bool or None, not " + python_type_name(k));
     }
   }
 
   void dump(const Value& v) {
-    if (++depth > 500) throw_error("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+    if (++depth > 500)
+      throw_error("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
     if (out.size() > (size_t{256} << 20)) throw_error("LimitError", "template output exceeds the size limit");
     switch (v.kind) {
-      case Value::Kind::None: out += "null"; break;
-      case Value::Kind::Bool: out += v.b ? "true" : "false"; break;
-      case Value::Kind::Int: out += std::to_string(v.i); break;
-      case Value::Kind::Float: out += float_json(v.f); break;
-      case Value::Kind::String: dump_string(out, v.s, ensure_ascii); break;
+      case Value::Kind::None:
+        out += "null";
+        break;
+      case Value::Kind::Bool:
+        out += v.b ? "true" : "false";
+        break;
+      case Value::Kind::Int:
+        out += std::to_string(v.i);
+        break;
+      case Value::Kind::Float:
+        out += float_json(v.f);
+        break;
+      case Value::Kind::String:
+        dump_string(out, v.s, ensure_ascii);
+        break;
       case Value::Kind::List: {
         if (v.view != 0) {
           static const char* const kNames[] = {"list", "generator", "dict_items", "dict_keys", "dict_values"};
-          throw_error("TypeError", std::string("Object of type ") + kNames[v.view] + " is not JSON serializable");
+          throw_error("TypeError",
+                      std::string("Object of type ") + kNames[v.view] + " is not JSON serializable");
         }
         if (v.list->empty()) {
           out += "[]";

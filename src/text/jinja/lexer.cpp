@@ -8,7 +8,9 @@
 namespace tf::jinja {
 namespace {
 
-[[noreturn]] void syntax_error(const std::string& msg, int line) { throw JinjaError("TemplateSyntaxError", msg, line); }
+[[noreturn]] void syntax_error(const std::string& msg, int line) {
+  throw JinjaError("TemplateSyntaxError", msg, line);
+}
 
 int count_newlines(std::string_view s) {
   int n = 0;
@@ -47,11 +49,11 @@ size_t ws_run(std::string_view s, size_t pos) {
   return p - pos;
 }
 
-bool all_ws(std::string_view s) {
-  return !s.empty() && ws_run(s, 0) == s.size();
-}
+bool all_ws(std::string_view s) { return !s.empty() && ws_run(s, 0) == s.size(); }
 
-bool starts(std::string_view s, size_t pos, std::string_view what) { return s.substr(pos, what.size()) == what; }
+bool starts(std::string_view s, size_t pos, std::string_view what) {
+  return s.substr(pos, what.size()) == what;
+}
 
 void append_escape_char(std::string& out, char32_t cp, int line) {
   if (cp >= 0xD800 && cp <= 0xDFFF) syntax_error("surrogate escape in string literal is not supported", line);
@@ -76,31 +78,63 @@ std::string unescape(std::string_view body, int line) {
         if (i + k >= body.size()) syntax_error("truncated escape in string literal", line);
         const char h = body[i + k];
         int d;
-        if (h >= '0' && h <= '9') d = h - '0';
-        else if (h >= 'a' && h <= 'f') d = h - 'a' + 10;
-        else if (h >= 'A' && h <= 'F') d = h - 'A' + 10;
-        else syntax_error("truncated escape in string literal", line);
+        if (h >= '0' && h <= '9')
+          d = h - '0';
+        else if (h >= 'a' && h <= 'f')
+          d = h - 'a' + 10;
+        else if (h >= 'A' && h <= 'F')
+          d = h - 'A' + 10;
+        else
+          syntax_error("truncated escape in string literal", line);
         v = v * 16 + static_cast<char32_t>(d);
       }
       i += n;
       return v;
     };
     switch (e) {
-      case '\n': break;
-      case '\\': out.push_back('\\'); break;
-      case '\'': out.push_back('\''); break;
-      case '"': out.push_back('"'); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
-      case 'v': out.push_back('\v'); break;
-      case 'x': append_escape_char(out, hex(2), line); break;
-      case 'u': append_escape_char(out, hex(4), line); break;
-      case 'U': append_escape_char(out, hex(8), line); break;
-      case 'N': syntax_error("\\N{...} escapes are not supported", line);
+      case '\n':
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\'':
+        out.push_back('\'');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      case 'a':
+        out.push_back('\a');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'v':
+        out.push_back('\v');
+        break;
+      case 'x':
+        append_escape_char(out, hex(2), line);
+        break;
+      case 'u':
+        append_escape_char(out, hex(4), line);
+        break;
+      case 'U':
+        append_escape_char(out, hex(8), line);
+        break;
+      case 'N':
+        syntax_error("\\N{...} escapes are not supported", line);
       default:
         if (e >= '0' && e <= '7') {
           char32_t v = static_cast<char32_t>(e - '0');
@@ -126,8 +160,14 @@ size_t match_digits(std::string_view s, size_t p) {
   size_t q = p;
   if (q >= s.size() || !is_digit(s[q])) return 0;
   while (q < s.size()) {
-    if (is_digit(s[q])) { ++q; continue; }
-    if (s[q] == '_' && q + 1 < s.size() && is_digit(s[q + 1])) { ++q; continue; }
+    if (is_digit(s[q])) {
+      ++q;
+      continue;
+    }
+    if (s[q] == '_' && q + 1 < s.size() && is_digit(s[q + 1])) {
+      ++q;
+      continue;
+    }
     break;
   }
   return q - p;
@@ -158,7 +198,8 @@ size_t match_float(std::string_view s, size_t p) {
 
 size_t match_int(std::string_view s, size_t p) {
   if (p >= s.size() || !is_digit(s[p])) return 0;
-  if (s[p] == '0' && p + 1 < s.size() && std::string_view("bBoOxX").find(s[p + 1]) != std::string_view::npos) {
+  if (s[p] == '0' && p + 1 < s.size() &&
+      std::string_view("bBoOxX").find(s[p + 1]) != std::string_view::npos) {
     const char k = static_cast<char>(s[p + 1] | 0x20);
     auto ok = [&](char c) {
       if (k == 'b') return c == '0' || c == '1';
@@ -168,8 +209,16 @@ size_t match_int(std::string_view s, size_t p) {
     size_t q = p + 2;
     size_t n = 0;
     while (q < s.size()) {
-      if (s[q] == '_' && q + 1 < s.size() && ok(s[q + 1])) { q += 2; ++n; continue; }
-      if (ok(s[q])) { ++q; ++n; continue; }
+      if (s[q] == '_' && q + 1 < s.size() && ok(s[q + 1])) {
+        q += 2;
+        ++n;
+        continue;
+      }
+      if (ok(s[q])) {
+        ++q;
+        ++n;
+        continue;
+      }
       break;
     }
     if (n) return q - p;
@@ -177,8 +226,14 @@ size_t match_int(std::string_view s, size_t p) {
   if (s[p] == '0') {
     size_t q = p + 1;
     while (q < s.size()) {
-      if (s[q] == '0') { ++q; continue; }
-      if (s[q] == '_' && q + 1 < s.size() && s[q + 1] == '0') { q += 2; continue; }
+      if (s[q] == '0') {
+        ++q;
+        continue;
+      }
+      if (s[q] == '_' && q + 1 < s.size() && s[q + 1] == '0') {
+        q += 2;
+        continue;
+      }
       break;
     }
     return q - p;
@@ -248,8 +303,10 @@ std::vector<Token> tokenize(std::string_view raw) {
       }
       line += count_newlines(s.substr(pos, close - pos));
       size_t after = end + 2;
-      if (esign == '-') after += ws_run(s, after);
-      else if (esign == 0 && after < s.size() && s[after] == '\n') ++after;
+      if (esign == '-')
+        after += ws_run(s, after);
+      else if (esign == 0 && after < s.size() && s[after] == '\n')
+        ++after;
       line += count_newlines(s.substr(end + 2, after - end - 2));
       line_starting = after > 0 && s[after - 1] == '\n';
       pos = after;
@@ -263,8 +320,14 @@ std::vector<Token> tokenize(std::string_view raw) {
         size_t r = q + 3;
         r += ws_run(s, r);
         bool is_raw = false;
-        if (starts(s, r, "-%}")) { r += 3; r += ws_run(s, r); is_raw = true; }
-        else if (starts(s, r, "%}")) { r += 2; is_raw = true; }
+        if (starts(s, r, "-%}")) {
+          r += 3;
+          r += ws_run(s, r);
+          is_raw = true;
+        } else if (starts(s, r, "%}")) {
+          r += 2;
+          is_raw = true;
+        }
         if (is_raw) {
           line += count_newlines(s.substr(pos, r - pos));
           size_t search = r;
@@ -275,14 +338,23 @@ std::vector<Token> tokenize(std::string_view raw) {
             const char rsign = t < s.size() && (s[t] == '-' || s[t] == '+') ? s[t] : 0;
             if (rsign) ++t;
             t += ws_run(s, t);
-            if (!starts(s, t, "endraw")) { search = b + 2; continue; }
+            if (!starts(s, t, "endraw")) {
+              search = b + 2;
+              continue;
+            }
             t += 6;
             t += ws_run(s, t);
             size_t end;
-            if (starts(s, t, "+%}")) end = t + 3;
-            else if (starts(s, t, "-%}")) end = t + 3 + ws_run(s, t + 3);
-            else if (starts(s, t, "%}")) end = t + 2 + (t + 2 < s.size() && s[t + 2] == '\n' ? 1 : 0);
-            else { search = b + 2; continue; }
+            if (starts(s, t, "+%}"))
+              end = t + 3;
+            else if (starts(s, t, "-%}"))
+              end = t + 3 + ws_run(s, t + 3);
+            else if (starts(s, t, "%}"))
+              end = t + 2 + (t + 2 < s.size() && s[t + 2] == '\n' ? 1 : 0);
+            else {
+              search = b + 2;
+              continue;
+            }
             std::string_view body = s.substr(r, b - r);
             const int body_newlines = count_newlines(body);
             if (rsign == '-') {
@@ -319,9 +391,12 @@ std::vector<Token> tokenize(std::string_view raw) {
       if (balance.empty()) {
         if (is_block) {
           size_t end = 0;
-          if (starts(s, pos, "+%}")) end = pos + 3;
-          else if (starts(s, pos, "-%}")) end = pos + 3 + ws_run(s, pos + 3);
-          else if (starts(s, pos, "%}")) end = pos + 2 + (pos + 2 < s.size() && s[pos + 2] == '\n' ? 1 : 0);
+          if (starts(s, pos, "+%}"))
+            end = pos + 3;
+          else if (starts(s, pos, "-%}"))
+            end = pos + 3 + ws_run(s, pos + 3);
+          else if (starts(s, pos, "%}"))
+            end = pos + 2 + (pos + 2 < s.size() && s[pos + 2] == '\n' ? 1 : 0);
           if (end) {
             emit(Token::Type::BlockEnd, "", line);
             line += count_newlines(s.substr(pos, end - pos));
@@ -332,8 +407,10 @@ std::vector<Token> tokenize(std::string_view raw) {
           }
         } else {
           size_t end = 0;
-          if (starts(s, pos, "-}}")) end = pos + 3 + ws_run(s, pos + 3);
-          else if (starts(s, pos, "}}")) end = pos + 2;
+          if (starts(s, pos, "-}}"))
+            end = pos + 3 + ws_run(s, pos + 3);
+          else if (starts(s, pos, "}}"))
+            end = pos + 2;
           if (end) {
             emit(Token::Type::VarEnd, "", line);
             line += count_newlines(s.substr(pos, end - pos));
@@ -369,7 +446,9 @@ std::vector<Token> tokenize(std::string_view raw) {
         const char quote = s[pos];
         size_t q = pos + 1;
         while (q < s.size() && s[q] != quote) q += s[q] == '\\' ? 2 : 1;
-        if (q >= s.size()) syntax_error("unexpected char " + repr_string(std::string(1, quote)) + " at " + std::to_string(pos), line);
+        if (q >= s.size())
+          syntax_error("unexpected char " + repr_string(std::string(1, quote)) + " at " + std::to_string(pos),
+                       line);
         emit(Token::Type::String, unescape(s.substr(pos + 1, q - pos - 1), line), line);
         line += count_newlines(s.substr(pos, q + 1 - pos));
         pos = q + 1;
@@ -385,7 +464,8 @@ std::vector<Token> tokenize(std::string_view raw) {
       }
       if (op.empty()) {
         const size_t len = static_cast<unsigned char>(s[pos]) >= 0x80 ? 0 : 1;
-        syntax_error("unexpected char " + (len ? repr_string(std::string(1, s[pos])) : std::string("(non-ASCII)")) + " at " +
+        syntax_error("unexpected char " +
+                         (len ? repr_string(std::string(1, s[pos])) : std::string("(non-ASCII)")) + " at " +
                          std::to_string(pos),
                      line);
       }
@@ -395,7 +475,8 @@ std::vector<Token> tokenize(std::string_view raw) {
         if (balance.empty()) syntax_error("unexpected '" + op + "'", line);
         const char expected = balance.back();
         balance.pop_back();
-        if (expected != op[0]) syntax_error("unexpected '" + op + "', expected '" + std::string(1, expected) + "'", line);
+        if (expected != op[0])
+          syntax_error("unexpected '" + op + "', expected '" + std::string(1, expected) + "'", line);
       }
       emit(Token::Type::Op, op, line);
       pos += op.size();

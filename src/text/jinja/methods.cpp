@@ -15,8 +15,8 @@ std::vector<std::string> str_splitlines(const std::string& s, bool keepends) {
   size_t start = 0;
   for (size_t i = 0; i < u.size(); ++i) {
     const char32_t c = u[i];
-    const bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
-                     c == 0x85 || c == 0x2028 || c == 0x2029;
+    const bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D ||
+                     c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!brk) continue;
     size_t end = i + 1;
     if (c == '\r' && i + 1 < u.size() && u[i + 1] == '\n') end = i + 2;
@@ -31,18 +31,23 @@ std::vector<std::string> str_splitlines(const std::string& s, bool keepends) {
 namespace {
 
 const std::set<std::string> kStrMethods = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format", "format_map",
-    "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
-    "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "maketrans", "partition",
-    "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split",
-    "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+    "capitalize", "casefold",     "center",       "count",   "encode",     "endswith",    "expandtabs",
+    "find",       "format",       "format_map",   "index",   "isalnum",    "isalpha",     "isascii",
+    "isdecimal",  "isdigit",      "isidentifier", "islower", "isnumeric",  "isprintable", "isspace",
+    "istitle",    "isupper",      "join",         "ljust",   "lower",      "lstrip",      "maketrans",
+    "partition",  "removeprefix", "removesuffix", "replace", "rfind",      "rindex",      "rjust",
+    "rpartition", "rsplit",       "rstrip",       "split",   "splitlines", "startswith",  "strip",
+    "swapcase",   "title",        "translate",    "upper",   "zfill"};
 const std::set<std::string> kDictUnsafe = {"clear", "pop", "popitem", "setdefault", "update"};
-const std::set<std::string> kListUnsafe = {"append", "clear", "pop", "reverse", "insert", "sort", "extend", "remove"};
-const std::set<std::string> kNumAttrs = {"real", "imag", "numerator", "denominator", "conjugate", "bit_length",
-                                         "bit_count", "to_bytes", "from_bytes", "as_integer_ratio", "is_integer",
-                                         "hex", "fromhex"};
+const std::set<std::string> kListUnsafe = {"append", "clear", "pop",    "reverse",
+                                           "insert", "sort",  "extend", "remove"};
+const std::set<std::string> kNumAttrs = {
+    "real",     "imag",       "numerator",        "denominator", "conjugate", "bit_length", "bit_count",
+    "to_bytes", "from_bytes", "as_integer_ratio", "is_integer",  "hex",       "fromhex"};
 
-size_t cp_index(const std::string& s, size_t byte_pos) { return ustr::length(std::string_view(s).substr(0, byte_pos)); }
+size_t cp_index(const std::string& s, size_t byte_pos) {
+  return ustr::length(std::string_view(s).substr(0, byte_pos));
+}
 
 std::string need_str(const Value& v, const std::string& what) {
   if (!v.is_string()) throw_error("TypeError", what + " must be str, not " + python_type_name(v));
@@ -95,7 +100,8 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit, bool right
       }
       std::reverse(words.begin(), words.end());
     }
-    for (auto [b, e] : words) out.push_back(Value::str(ustr::encode(std::u32string_view(u).substr(b, e - b))));
+    for (auto [b, e] : words)
+      out.push_back(Value::str(ustr::encode(std::u32string_view(u).substr(b, e - b))));
     return Value::make_list(std::move(out));
   }
   const std::string d = need_str(sep, "sep");
@@ -104,7 +110,8 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit, bool right
   if (!right) {
     size_t start = 0;
     while (true) {
-      const size_t p = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) ? std::string::npos : s.find(d, start);
+      const size_t p = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) ? std::string::npos
+                                                                                         : s.find(d, start);
       if (p == std::string::npos) {
         parts.push_back(s.substr(start));
         break;
@@ -155,8 +162,10 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, ch
   in.check_size(static_cast<size_t>(width) * fill.size());
   const int64_t total = width - n;
   int64_t left = 0;
-  if (how == 'c') left = total / 2 + (total & width & 1);  // CPython's centering rule
-  else if (how == 'r') left = total;
+  if (how == 'c')
+    left = total / 2 + (total & width & 1);  // CPython's centering rule
+  else if (how == 'r')
+    left = total;
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
   out += s;
@@ -171,11 +180,22 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
   for (size_t i = 0; i < fmt.size(); ++i) {
     const char c = fmt[i];
     if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') { out += '}'; ++i; continue; }
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}') {
+        out += '}';
+        ++i;
+        continue;
+      }
       throw_error("ValueError", "Single '}' encountered in format string");
     }
-    if (c != '{') { out += c; continue; }
-    if (i + 1 < fmt.size() && fmt[i + 1] == '{') { out += '{'; ++i; continue; }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
     const size_t close = fmt.find('}', i);
     if (close == std::string::npos) throw_error("ValueError", "Single '{' encountered in format string");
     const std::string field = fmt.substr(i + 1, close - i - 1);
@@ -183,9 +203,11 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
       throw_error("TemplateRuntimeError", "unsupported: str.format field '{" + field + "}'");
     }
     const Value* v = nullptr;
-    if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+    if (field.empty() ||
+        std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
       const size_t idx = field.empty() ? auto_idx++ : std::stoul(field.substr(0, 9));
-      if (idx >= a.positional.size()) throw_error("IndexError", "Replacement index " + std::to_string(idx) + " out of range");
+      if (idx >= a.positional.size())
+        throw_error("IndexError", "Replacement index " + std::to_string(idx) + " out of range");
       v = &a.positional[idx];
     } else {
       for (const auto& [k, val] : a.keyword) {
@@ -199,14 +221,17 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
   return out;
 }
 
-Value bound(const std::string& name, std::function<Value(CallArgs&)> fn) { return make_builtin(name, std::move(fn)); }
+Value bound(const std::string& name, std::function<Value(CallArgs&)> fn) {
+  return make_builtin(name, std::move(fn));
+}
 
 Value str_method_impl(Interp& in, const Value& self, const std::string& name);
 
 Value str_method(Interp& in, const Value& self, const std::string& name) {
   if (!kStrMethods.count(name)) return Value::undefined("'str object' has no attribute '" + name + "'");
-  static const std::set<std::string> kPositionalOnly = {"replace", "strip", "lstrip", "rstrip", "center",
-                                                        "ljust", "rjust", "zfill", "removeprefix", "removesuffix"};
+  static const std::set<std::string> kPositionalOnly = {"replace",      "strip",       "lstrip", "rstrip",
+                                                        "center",       "ljust",       "rjust",  "zfill",
+                                                        "removeprefix", "removesuffix"};
   if (kPositionalOnly.count(name)) {
     // These CPython (<= 3.12) methods take no keyword arguments: check before binding.
     Value inner = str_method_impl(in, self, name);
@@ -257,8 +282,10 @@ Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
       if (name == "title") return Value::str(str_title(s), mk);
       std::u32string u = ustr::decode(s);
       for (size_t i = 0; i < u.size(); ++i) {
-        if (name == "swapcase") u[i] = ustr::is_upper(u[i]) ? ustr::to_lower(u[i]) : ustr::to_upper(u[i]);
-        else u[i] = i == 0 ? ustr::to_upper(u[i]) : ustr::to_lower(u[i]);
+        if (name == "swapcase")
+          u[i] = ustr::is_upper(u[i]) ? ustr::to_lower(u[i]) : ustr::to_upper(u[i]);
+        else
+          u[i] = i == 0 ? ustr::to_upper(u[i]) : ustr::to_lower(u[i]);
       }
       return Value::str(ustr::encode(u), mk);
     });
@@ -276,7 +303,10 @@ Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
         // Python inserts `new` before every code point and at the end.
         const std::u32string u = ustr::decode(s);
         for (char32_t c : u) {
-          if (left != 0) { out += new_s; --left; }
+          if (left != 0) {
+            out += new_s;
+            --left;
+          }
           ustr::append_utf8(out, c);
           in.check_size(out.size());
         }
@@ -319,7 +349,8 @@ Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
   }
   if (name == "join") {
     return bound(name, [s, &in](CallArgs& a) {
-      if (a.positional.size() != 1 || !a.keyword.empty()) throw_error("TypeError", "join() takes exactly one argument");
+      if (a.positional.size() != 1 || !a.keyword.empty())
+        throw_error("TypeError", "join() takes exactly one argument");
       std::string out;
       size_t i = 0;
       for (const auto& item : iterate(a.positional[0])) {
@@ -363,10 +394,14 @@ Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
       if (u.empty()) return Value::boolean(false);
       for (char32_t c : u) {
         bool ok;
-        if (name == "isalpha") ok = ustr::is_alpha(c);
-        else if (name == "isalnum") ok = ustr::is_alnum(c);
-        else if (name == "isspace") ok = ustr::is_space(c);
-        else ok = ustr::is_digit(c);  // isdigit/isdecimal/isnumeric agree on Nd characters
+        if (name == "isalpha")
+          ok = ustr::is_alpha(c);
+        else if (name == "isalnum")
+          ok = ustr::is_alnum(c);
+        else if (name == "isspace")
+          ok = ustr::is_space(c);
+        else
+          ok = ustr::is_digit(c);  // isdigit/isdecimal/isnumeric agree on Nd characters
         if (!ok) return Value::boolean(false);
       }
       return Value::boolean(true);
@@ -379,24 +414,32 @@ Value str_method_impl(Interp& in, const Value& self, const std::string& name) {
       const Value fill = name == "zfill" ? Value::str(" ") : r.get(1, "fillchar", Value::str(" "));
       r.done(name == "zfill" ? 1 : 2);
       if (!width.is_int_like()) throw_error("TypeError", "width must be an integer");
-      if (!fill.is_string() || ustr::length(fill.s) != 1) throw_error("TypeError", "The fill character must be exactly one character long");
+      if (!fill.is_string() || ustr::length(fill.s) != 1)
+        throw_error("TypeError", "The fill character must be exactly one character long");
       if (name == "zfill") {
         const auto n = static_cast<int64_t>(ustr::length(s));
         if (width.as_int() <= n) return Value::str(s);
         in.check_size(static_cast<size_t>(width.as_int()));
         std::string zeros(static_cast<size_t>(width.as_int() - n), '0');
-        if (!s.empty() && (s[0] == '+' || s[0] == '-')) return Value::str(s.substr(0, 1) + zeros + s.substr(1));
+        if (!s.empty() && (s[0] == '+' || s[0] == '-'))
+          return Value::str(s.substr(0, 1) + zeros + s.substr(1));
         return Value::str(zeros + s);
       }
-      return Value::str(pad(s, width.as_int(), fill.s, name == "center" ? 'c' : name == "rjust" ? 'r' : 'l', in));
+      return Value::str(pad(s, width.as_int(), fill.s,
+                            name == "center"  ? 'c'
+                            : name == "rjust" ? 'r'
+                                              : 'l',
+                            in));
     });
   }
   if (name == "removeprefix" || name == "removesuffix") {
     return bound(name, [s, name](CallArgs& a) {
-      if (a.positional.size() != 1 || !a.keyword.empty()) throw_error("TypeError", name + "() takes exactly one argument");
+      if (a.positional.size() != 1 || !a.keyword.empty())
+        throw_error("TypeError", name + "() takes exactly one argument");
       const std::string x = need_str(a.positional[0], name + "() argument");
       if (name == "removeprefix") return Value::str(s.compare(0, x.size(), x) == 0 ? s.substr(x.size()) : s);
-      if (x.size() <= s.size() && s.compare(s.size() - x.size(), x.size(), x) == 0) return Value::str(s.substr(0, s.size() - x.size()));
+      if (x.size() <= s.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+        return Value::str(s.substr(0, s.size() - x.size()));
       return Value::str(s);
     });
   }
@@ -417,7 +460,8 @@ Value get_method(Interp& in, const Value& obj, const std::string& name) {
     return Value::undefined();
   }
   switch (obj.kind) {
-    case Value::Kind::String: return str_method(in, obj, name);
+    case Value::Kind::String:
+      return str_method(in, obj, name);
     case Value::Kind::Dict: {
       if (kDictUnsafe.count(name)) return unsafe(name, "dict");
       auto d = obj.dict;
@@ -426,8 +470,10 @@ Value get_method(Interp& in, const Value& obj, const std::string& name) {
           ArgReader(a, name).done(0);
           List out;
           for (const auto& [k, v] : d->entries) {
-            if (name == "items") out.push_back(Value::make_list({k, v}, true));
-            else out.push_back(name == "keys" ? k : v);
+            if (name == "items")
+              out.push_back(Value::make_list({k, v}, true));
+            else
+              out.push_back(name == "keys" ? k : v);
           }
           Value l = Value::make_list(std::move(out));
           l.view = name == "items" ? 2 : name == "keys" ? 3 : 4;
@@ -440,22 +486,26 @@ Value get_method(Interp& in, const Value& obj, const std::string& name) {
             throw_error("TypeError", "get expected 1 or 2 arguments");
           }
           const Value& k = a.positional[0];
-          if ((k.is_list() && !k.tuple) || k.is_dict()) throw_error("TypeError", "unhashable type: '" + python_type_name(k) + "'");
+          if ((k.is_list() && !k.tuple) || k.is_dict())
+            throw_error("TypeError", "unhashable type: '" + python_type_name(k) + "'");
           const Value* v = d->find(k);
           return v ? *v : (a.positional.size() == 2 ? a.positional[1] : Value::none());
         });
       }
-      if (name == "copy") return bound(name, [d](CallArgs&) { return Value::make_dict(std::make_shared<Dict>(*d)); });
+      if (name == "copy")
+        return bound(name, [d](CallArgs&) { return Value::make_dict(std::make_shared<Dict>(*d)); });
       if (name == "fromkeys") throw_error("TemplateRuntimeError", "unsupported dict method 'fromkeys'");
       return Value::undefined();
     }
     case Value::Kind::List: {
-      if (obj.view != 0) return Value::undefined("'" + python_type_name(obj) + " object' has no attribute '" + name + "'");
+      if (obj.view != 0)
+        return Value::undefined("'" + python_type_name(obj) + " object' has no attribute '" + name + "'");
       if (!obj.tuple && kListUnsafe.count(name)) return unsafe(name, "list");
       auto l = obj.list;
       if (name == "count" || name == "index") {
         return bound(name, [l, name](CallArgs& a) {
-          if (a.positional.size() != 1 || !a.keyword.empty()) throw_error("TypeError", name + "() takes exactly one argument");
+          if (a.positional.size() != 1 || !a.keyword.empty())
+            throw_error("TypeError", name + "() takes exactly one argument");
           int64_t n = 0;
           for (size_t i = 0; i < l->size(); ++i) {
             if (equals((*l)[i], a.positional[0])) {
@@ -473,9 +523,11 @@ Value get_method(Interp& in, const Value& obj, const std::string& name) {
     case Value::Kind::Int:
     case Value::Kind::Float:
     case Value::Kind::Bool:
-      if (kNumAttrs.count(name)) throw_error("TemplateRuntimeError", "unsupported number attribute '" + name + "'");
+      if (kNumAttrs.count(name))
+        throw_error("TemplateRuntimeError", "unsupported number attribute '" + name + "'");
       return Value::undefined();
-    default: return Value::undefined();
+    default:
+      return Value::undefined();
   }
 }
 

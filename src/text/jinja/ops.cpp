@@ -77,12 +77,18 @@ std::string percent_format(const std::string& fmt, const Value& rhs) {
     }
     if (next >= args.size()) throw_error("TypeError", "not enough arguments for format string");
     const Value& a = args[next++];
-    if (c == 's') out += to_str(a);
-    else if (c == 'r') out += repr(a);
+    if (c == 's')
+      out += to_str(a);
+    else if (c == 'r')
+      out += repr(a);
     else if (c == 'd' || c == 'i') {
-      if (a.kind == Value::Kind::Float) out += std::to_string(static_cast<int64_t>(std::trunc(a.f)));
-      else if (a.is_int_like()) out += std::to_string(a.as_int());
-      else throw_error("TypeError", "%" + std::string(1, c) + " format: a real number is required, not " + python_type_name(a));
+      if (a.kind == Value::Kind::Float)
+        out += std::to_string(static_cast<int64_t>(std::trunc(a.f)));
+      else if (a.is_int_like())
+        out += std::to_string(a.as_int());
+      else
+        throw_error("TypeError", "%" + std::string(1, c) + " format: a real number is required, not " +
+                                     python_type_name(a));
     } else {
       throw_error("TemplateRuntimeError", std::string("unsupported: '%") + c + "' format conversion");
     }
@@ -110,12 +116,23 @@ std::string html_escape(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -123,8 +140,10 @@ std::string html_escape(const std::string& s) {
 
 List iterate(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return {};
-    case Value::Kind::List: return *v.list;
+    case Value::Kind::Undefined:
+      return {};
+    case Value::Kind::List:
+      return *v.list;
     case Value::Kind::Dict: {
       List keys;
       keys.reserve(v.dict->entries.size());
@@ -140,29 +159,36 @@ List iterate(const Value& v) {
       }
       return chars;
     }
-    default: throw_error("TypeError", "'" + python_type_name(v) + "' object is not iterable");
+    default:
+      throw_error("TypeError", "'" + python_type_name(v) + "' object is not iterable");
   }
 }
 
 size_t py_len(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return 0;
+    case Value::Kind::Undefined:
+      return 0;
     case Value::Kind::List:
       if (v.view == 1) throw_error("TypeError", "object of type 'generator' has no len()");
       return v.list->size();
-    case Value::Kind::Dict: return v.dict->entries.size();
-    case Value::Kind::String: return ustr::length(v.s);
-    default: throw_error("TypeError", "object of type '" + python_type_name(v) + "' has no len()");
+    case Value::Kind::Dict:
+      return v.dict->entries.size();
+    case Value::Kind::String:
+      return ustr::length(v.s);
+    default:
+      throw_error("TypeError", "object of type '" + python_type_name(v) + "' has no len()");
   }
 }
 
 bool contains(const Value& container, const Value& item) {
   switch (container.kind) {
-    case Value::Kind::Undefined: return false;
+    case Value::Kind::Undefined:
+      return false;
     case Value::Kind::String:
       if (item.is_undefined()) raise_undefined(item);
       if (!item.is_string()) {
-        throw_error("TypeError", "'in <string>' requires string as left operand, not " + python_type_name(item));
+        throw_error("TypeError",
+                    "'in <string>' requires string as left operand, not " + python_type_name(item));
       }
       return container.s.find(item.s) != std::string::npos;
     case Value::Kind::List:
@@ -175,7 +201,8 @@ bool contains(const Value& container, const Value& item) {
         throw_error("TypeError", "unhashable type: '" + python_type_name(item) + "'");
       }
       return container.dict->find(item) != nullptr;
-    default: throw_error("TypeError", "argument of type '" + python_type_name(container) + "' is not iterable");
+    default:
+      throw_error("TypeError", "argument of type '" + python_type_name(container) + "' is not iterable");
   }
 }
 
@@ -266,9 +293,11 @@ Value binop(const std::string& op, const Value& a, const Value& b, const Interp&
     }
     const double x = a.as_double(), y = b.as_double();
     if (x == 0.0 && y < 0) throw_error("ZeroDivisionError", "0.0 cannot be raised to a negative power");
-    if (x < 0 && std::floor(y) != y) throw_error("TemplateRuntimeError", "unsupported: complex result of '**'");
+    if (x < 0 && std::floor(y) != y)
+      throw_error("TemplateRuntimeError", "unsupported: complex result of '**'");
     const double res = std::pow(x, y);
-    if (std::isinf(res) && std::isfinite(x) && std::isfinite(y)) throw_error("OverflowError", "(34, 'Numerical result out of range')");
+    if (std::isinf(res) && std::isfinite(x) && std::isfinite(y))
+      throw_error("OverflowError", "(34, 'Numerical result out of range')");
     return Value::real(res);
   }
   throw_error("TemplateRuntimeError", "unknown operator '" + op + "'");
@@ -306,7 +335,10 @@ Value index_value(const Value& v, int64_t index, bool* ok) {
 Value slice_value(const Value& v, const Value& start, const Value& stop, const Value& step) {
   auto idx = [](const Value& x, const char* what) -> std::optional<int64_t> {
     if (x.is_none()) return std::nullopt;
-    if (!x.is_int_like()) throw_error("TypeError", std::string("slice indices must be integers or None or have an __index__ method (") + what + ")");
+    if (!x.is_int_like())
+      throw_error(
+          "TypeError",
+          std::string("slice indices must be integers or None or have an __index__ method (") + what + ")");
     return x.as_int();
   };
   const auto o_start = idx(start, "start"), o_stop = idx(stop, "stop"), o_step = idx(step, "step");
@@ -316,7 +348,8 @@ Value slice_value(const Value& v, const Value& start, const Value& stop, const V
   const bool is_str = v.is_string();
   const bool ascii = is_str && ustr::is_ascii(v.s);
   if (is_str && !ascii) u = ustr::decode(v.s);
-  const int64_t n = is_str ? static_cast<int64_t>(ascii ? v.s.size() : u.size()) : static_cast<int64_t>(v.list->size());
+  const int64_t n =
+      is_str ? static_cast<int64_t>(ascii ? v.s.size() : u.size()) : static_cast<int64_t>(v.list->size());
   const int64_t lower = st > 0 ? 0 : -1, upper = st > 0 ? n : n - 1;
   auto clamp = [&](std::optional<int64_t> x, int64_t def) {
     if (!x) return def;
@@ -334,8 +367,10 @@ Value slice_value(const Value& v, const Value& start, const Value& stop, const V
   if (is_str) {
     std::string out;
     for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
-      if (ascii) out.push_back(v.s[static_cast<size_t>(i)]);
-      else ustr::append_utf8(out, u[static_cast<size_t>(i)]);
+      if (ascii)
+        out.push_back(v.s[static_cast<size_t>(i)]);
+      else
+        ustr::append_utf8(out, u[static_cast<size_t>(i)]);
       if ((st > 0 && i > INT64_MAX - st) || (st < 0 && i < INT64_MIN - st)) break;
     }
     return Value::str(std::move(out), v.markup);
@@ -370,7 +405,8 @@ Value ArgReader::get(size_t pos, const char* name, Value def) {
 
 void ArgReader::done(size_t n_positional) {
   if (a_.positional.size() > n_positional) {
-    throw_error("TypeError", fname_ + "() takes at most " + std::to_string(n_positional) + " positional argument(s)");
+    throw_error("TypeError",
+                fname_ + "() takes at most " + std::to_string(n_positional) + " positional argument(s)");
   }
   for (const auto& kv : a_.keyword) {
     bool known = false;

@@ -101,12 +101,12 @@ class Parser : public detail::ParserBase {
       advance();
       return make_stmt(tag == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, line);
     }
-    static const std::set<std::string> kUnsupported = {"block", "extends", "include", "import", "from",
-                                                       "autoescape", "print", "do", "trans", "pluralize",
-                                                       "debug", "raw"};
+    static const std::set<std::string> kUnsupported = {"block", "extends",    "include", "import",
+                                                       "from",  "autoescape", "print",   "do",
+                                                       "trans", "pluralize",  "debug",   "raw"};
     if (kUnsupported.count(tag)) fail("unsupported tag '" + tag + "'");
-    static const std::set<std::string> kEnd = {"endif", "endfor", "endset", "endmacro", "endcall", "endfilter",
-                                               "endwith", "endgeneration", "else", "elif"};
+    static const std::set<std::string> kEnd = {"endif",     "endfor",  "endset",        "endmacro", "endcall",
+                                               "endfilter", "endwith", "endgeneration", "else",     "elif"};
     if (kEnd.count(tag)) fail("Encountered unknown tag '" + tag + "'.");
     fail("Encountered unknown tag '" + tag + "'.");
   }
@@ -279,7 +279,6 @@ class Parser : public detail::ParserBase {
     }
     return t;
   }
-
 };
 
 }  // namespace

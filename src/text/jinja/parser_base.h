@@ -46,14 +46,22 @@ class ParserBase {
   }
   static std::string describe(const Token& tk) {
     switch (tk.type) {
-      case T::Eof: return "end of template";
-      case T::BlockEnd: return "end of statement block";
-      case T::VarEnd: return "end of print statement";
-      case T::BlockBegin: return "begin of statement block";
-      case T::VarBegin: return "begin of print statement";
-      case T::Data: return "template data";
-      case T::String: return "string";
-      default: return tk.text;
+      case T::Eof:
+        return "end of template";
+      case T::BlockEnd:
+        return "end of statement block";
+      case T::VarEnd:
+        return "end of print statement";
+      case T::BlockBegin:
+        return "begin of statement block";
+      case T::VarBegin:
+        return "begin of print statement";
+      case T::Data:
+        return "template data";
+      case T::String:
+        return "string";
+      default:
+        return tk.text;
     }
   }
   bool is_op(std::string_view op) const { return cur().type == T::Op && cur().text == op; }
@@ -98,7 +106,6 @@ class ParserBase {
     return e;
   }
 
-
   // ---- expressions ---------------------------------------------------------------------------
 
   bool is_tuple_end(const std::vector<std::string>& extra_end) const {
@@ -117,8 +124,10 @@ class ParserBase {
       if (!items.empty()) expect_op(",");
       if (is_tuple_end(extra_end)) break;
       items.push_back(parse_expression(with_condexpr));
-      if (is_op(",")) is_tuple = true;
-      else break;
+      if (is_op(","))
+        is_tuple = true;
+      else
+        break;
     }
     if (!is_tuple) {
       if (!items.empty()) return std::move(items[0]);
@@ -282,9 +291,12 @@ class ParserBase {
     if (tk.type == T::Name) {
       advance();
       auto e = node(Expr::Kind::Const, tk.line);
-      if (tk.text == "true" || tk.text == "True") e->value = Value::boolean(true);
-      else if (tk.text == "false" || tk.text == "False") e->value = Value::boolean(false);
-      else if (tk.text == "none" || tk.text == "None") e->value = Value::none();
+      if (tk.text == "true" || tk.text == "True")
+        e->value = Value::boolean(true);
+      else if (tk.text == "false" || tk.text == "False")
+        e->value = Value::boolean(false);
+      else if (tk.text == "none" || tk.text == "None")
+        e->value = Value::none();
       else {
         e->kind = Expr::Kind::Name;
         e->name = tk.text;
@@ -368,19 +380,26 @@ class ParserBase {
 
   ExprPtr parse_postfix(ExprPtr e) {
     while (true) {
-      if (is_op(".") || is_op("[")) e = parse_subscript(std::move(e));
-      else if (is_op("(")) e = parse_call(std::move(e));
-      else break;
+      if (is_op(".") || is_op("["))
+        e = parse_subscript(std::move(e));
+      else if (is_op("("))
+        e = parse_call(std::move(e));
+      else
+        break;
     }
     return e;
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
     while (true) {
-      if (is_op("|")) e = parse_filter(std::move(e), false);
-      else if (is_name("is")) e = parse_test(std::move(e));
-      else if (is_op("(")) e = parse_call(std::move(e));
-      else break;
+      if (is_op("|"))
+        e = parse_filter(std::move(e), false);
+      else if (is_name("is"))
+        e = parse_test(std::move(e));
+      else if (is_op("("))
+        e = parse_call(std::move(e));
+      else
+        break;
     }
     return e;
   }
@@ -436,11 +455,15 @@ class ParserBase {
       advance();
       parts.push_back(std::move(x));
     }
-    if (is_op(":") || is_op("]") || is_op(",")) parts.push_back(nullptr);
-    else parts.push_back(parse_expression(true));
+    if (is_op(":") || is_op("]") || is_op(","))
+      parts.push_back(nullptr);
+    else
+      parts.push_back(parse_expression(true));
     if (skip_op(":")) {
-      if (is_op("]") || is_op(",")) parts.push_back(nullptr);
-      else parts.push_back(parse_expression(true));
+      if (is_op("]") || is_op(","))
+        parts.push_back(nullptr);
+      else
+        parts.push_back(parse_expression(true));
     } else {
       parts.push_back(nullptr);
     }
@@ -521,14 +544,15 @@ class ParserBase {
     const bool negated = skip_name("not");
     std::string name = expect_name();
     while (skip_op(".")) name += "." + expect_name();
-    if (!is_supported_test(name)) throw JinjaError("TemplateAssertionError", "No test named '" + name + "'.", line);
+    if (!is_supported_test(name))
+      throw JinjaError("TemplateAssertionError", "No test named '" + name + "'.", line);
     auto e = node(Expr::Kind::Test, line);
     e->name = std::move(name);
     e->args.push_back(std::move(operand));
     if (is_op("(")) {
       parse_call_args(*e);
-    } else if ((cur().type == T::Name || cur().type == T::String || cur().type == T::Int || cur().type == T::Float ||
-                is_op("(") || is_op("[") || is_op("{")) &&
+    } else if ((cur().type == T::Name || cur().type == T::String || cur().type == T::Int ||
+                cur().type == T::Float || is_op("(") || is_op("[") || is_op("{")) &&
                !is_name("else") && !is_name("or") && !is_name("and")) {
       if (is_name("is")) fail("You cannot chain multiple tests with is");
       e->args.push_back(parse_postfix(parse_primary()));

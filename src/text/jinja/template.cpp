@@ -11,8 +11,8 @@ std::string format_error(const RenderError& e) {
   std::string msg = "chat template";
   if (e.line > 0) msg += " line " + std::to_string(e.line);
   msg += ": " + e.message;
-  if (e.kind != "TemplateSyntaxError" && e.kind != "TemplateAssertionError" && e.kind != "TemplateRuntimeError" &&
-      e.kind != "LimitError") {
+  if (e.kind != "TemplateSyntaxError" && e.kind != "TemplateAssertionError" &&
+      e.kind != "TemplateRuntimeError" && e.kind != "LimitError") {
     msg += " (" + e.kind + ")";
   }
   for (char& c : msg) {
@@ -42,7 +42,8 @@ Expected<Template> Template::parse(std::string_view source) {
   return t;
 }
 
-bool Template::render_detailed(const nlohmann::ordered_json& context, std::string* out, RenderError* err) const {
+bool Template::render_detailed(const nlohmann::ordered_json& context, std::string* out,
+                               RenderError* err) const {
   if (!body_) {
     *err = RenderError{"TemplateRuntimeError", "template was not parsed", 0, false};
     return false;

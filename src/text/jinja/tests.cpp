@@ -9,10 +9,11 @@ namespace tf::jinja {
 namespace {
 
 const std::set<std::string> kTests = {
-    "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==", "escaped", "even", "false", "filter",
-    "float", "ge", ">=", "gt", ">", "greaterthan", "in", "integer", "iterable", "le", "<=", "lower", "lt", "<",
-    "lessthan", "mapping", "ne", "!=", "none", "number", "odd", "sameas", "sequence", "string", "test", "true",
-    "undefined", "upper"};
+    "boolean",     "callable", "defined", "divisibleby", "eq",   "equalto",   "==",     "escaped",
+    "even",        "false",    "filter",  "float",       "ge",   ">=",        "gt",     ">",
+    "greaterthan", "in",       "integer", "iterable",    "le",   "<=",        "lower",  "lt",
+    "<",           "lessthan", "mapping", "ne",          "!=",   "none",      "number", "odd",
+    "sameas",      "sequence", "string",  "test",        "true", "undefined", "upper"};
 
 bool py_mod_zero(const Value& v, const Value& by, const Interp& in) {
   return equals(binop("%", v, by, in), Value::integer(0));
@@ -34,25 +35,59 @@ bool apply_test(Interp& in, const std::string& name, const Value& v, CallArgs& a
     r.done(0);
     return v.is_undefined() == (name == "undefined");
   }
-  if (name == "none") { r.done(0); return v.is_none(); }
-  if (name == "boolean") { r.done(0); return v.kind == K::Bool; }
-  if (name == "true") { r.done(0); return v.kind == K::Bool && v.b; }
-  if (name == "false") { r.done(0); return v.kind == K::Bool && !v.b; }
-  if (name == "string") { r.done(0); return v.is_string(); }
-  if (name == "number") { r.done(0); return v.is_number(); }
-  if (name == "integer") { r.done(0); return v.kind == K::Int; }
-  if (name == "float") { r.done(0); return v.kind == K::Float; }
-  if (name == "mapping") { r.done(0); return v.is_dict(); }
+  if (name == "none") {
+    r.done(0);
+    return v.is_none();
+  }
+  if (name == "boolean") {
+    r.done(0);
+    return v.kind == K::Bool;
+  }
+  if (name == "true") {
+    r.done(0);
+    return v.kind == K::Bool && v.b;
+  }
+  if (name == "false") {
+    r.done(0);
+    return v.kind == K::Bool && !v.b;
+  }
+  if (name == "string") {
+    r.done(0);
+    return v.is_string();
+  }
+  if (name == "number") {
+    r.done(0);
+    return v.is_number();
+  }
+  if (name == "integer") {
+    r.done(0);
+    return v.kind == K::Int;
+  }
+  if (name == "float") {
+    r.done(0);
+    return v.kind == K::Float;
+  }
+  if (name == "mapping") {
+    r.done(0);
+    return v.is_dict();
+  }
   if (name == "iterable") {
     r.done(0);
     return v.kind == K::List || v.kind == K::Dict || v.kind == K::String || v.kind == K::Undefined;
   }
   if (name == "sequence") {
     r.done(0);
-    return (v.kind == K::List && v.view == 0) || v.kind == K::Dict || v.kind == K::String || v.kind == K::Undefined;
+    return (v.kind == K::List && v.view == 0) || v.kind == K::Dict || v.kind == K::String ||
+           v.kind == K::Undefined;
   }
-  if (name == "callable") { r.done(0); return v.kind == K::Callable || v.kind == K::Undefined; }
-  if (name == "escaped") { r.done(0); return v.is_string() && v.markup; }
+  if (name == "callable") {
+    r.done(0);
+    return v.kind == K::Callable || v.kind == K::Undefined;
+  }
+  if (name == "escaped") {
+    r.done(0);
+    return v.is_string() && v.markup;
+  }
   if (name == "lower" || name == "upper") {
     r.done(0);
     // str.islower(): at least one cased character and no cased character of the other case.
@@ -87,14 +122,22 @@ bool apply_test(Interp& in, const std::string& name, const Value& v, CallArgs& a
     const Value o = one("other");
     if (v.kind != o.kind) return false;
     switch (v.kind) {
-      case K::None: return true;
-      case K::Bool: return v.b == o.b;
-      case K::Int: return v.i == o.i && v.i >= -5 && v.i <= 256;  // CPython's small-int cache
-      case K::List: return v.list == o.list;
-      case K::Dict: return v.dict == o.dict;
-      case K::Object: return v.obj == o.obj;
-      case K::Callable: return v.fn == o.fn;
-      default: return false;
+      case K::None:
+        return true;
+      case K::Bool:
+        return v.b == o.b;
+      case K::Int:
+        return v.i == o.i && v.i >= -5 && v.i <= 256;  // CPython's small-int cache
+      case K::List:
+        return v.list == o.list;
+      case K::Dict:
+        return v.dict == o.dict;
+      case K::Object:
+        return v.obj == o.obj;
+      case K::Callable:
+        return v.fn == o.fn;
+      default:
+        return false;
     }
   }
   if (name == "filter") {

@@ -100,14 +100,23 @@ std::string Namespace::repr() const {
 
 bool truthy(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: case Value::Kind::None: return false;
-    case Value::Kind::Bool: return v.b;
-    case Value::Kind::Int: return v.i != 0;
-    case Value::Kind::Float: return v.f != 0.0;
-    case Value::Kind::String: return !v.s.empty();
-    case Value::Kind::List: return v.view == 1 || !v.list->empty();  // a generator is always true
-    case Value::Kind::Dict: return !v.dict->entries.empty();
-    default: return true;
+    case Value::Kind::Undefined:
+    case Value::Kind::None:
+      return false;
+    case Value::Kind::Bool:
+      return v.b;
+    case Value::Kind::Int:
+      return v.i != 0;
+    case Value::Kind::Float:
+      return v.f != 0.0;
+    case Value::Kind::String:
+      return !v.s.empty();
+    case Value::Kind::List:
+      return v.view == 1 || !v.list->empty();  // a generator is always true
+    case Value::Kind::Dict:
+      return !v.dict->entries.empty();
+    default:
+      return true;
   }
 }
 
@@ -119,8 +128,11 @@ bool equals(const Value& a, const Value& b) {
   }
   if (a.kind != b.kind) return false;
   switch (a.kind) {
-    case K::Undefined: case K::None: return true;
-    case K::String: return a.s == b.s;
+    case K::Undefined:
+    case K::None:
+      return true;
+    case K::String:
+      return a.s == b.s;
     case K::List: {
       if (a.tuple != b.tuple || a.view != b.view || a.list->size() != b.list->size()) return false;
       if (a.view == 1 || a.view == 4) return a.list == b.list;  // generators/values views: identity
@@ -137,9 +149,12 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case K::Object: return a.obj == b.obj;
-    case K::Callable: return a.fn == b.fn;
-    default: return false;
+    case K::Object:
+      return a.obj == b.obj;
+    case K::Callable:
+      return a.fn == b.fn;
+    default:
+      return false;
   }
 }
 
@@ -167,16 +182,26 @@ bool less_than(const Value& a, const Value& b) {
 
 std::string python_type_name(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::None: return "NoneType";
-    case Value::Kind::Bool: return "bool";
-    case Value::Kind::Int: return "int";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::String: return v.markup ? "Markup" : "str";
-    case Value::Kind::List: return v.tuple ? "tuple" : "list";
-    case Value::Kind::Dict: return "dict";
-    case Value::Kind::Object: return v.obj->type_name();
-    case Value::Kind::Callable: return v.fn->kind == "macro" ? "Macro" : "function";
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::None:
+      return "NoneType";
+    case Value::Kind::Bool:
+      return "bool";
+    case Value::Kind::Int:
+      return "int";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::String:
+      return v.markup ? "Markup" : "str";
+    case Value::Kind::List:
+      return v.tuple ? "tuple" : "list";
+    case Value::Kind::Dict:
+      return "dict";
+    case Value::Kind::Object:
+      return v.obj->type_name();
+    case Value::Kind::Callable:
+      return v.fn->kind == "macro" ? "Macro" : "function";
   }
   return "object";
 }
@@ -226,17 +251,27 @@ std::string repr_string(const std::string& s) {
   const char quote = (has_single && !has_double) ? '"' : '\'';
   std::string out(1, quote);
   for (char32_t cp : ustr::decode(s)) {
-    if (cp == '\\') out += "\\\\";
-    else if (cp == static_cast<char32_t>(quote)) { out += '\\'; out += quote; }
-    else if (cp == '\n') out += "\\n";
-    else if (cp == '\r') out += "\\r";
-    else if (cp == '\t') out += "\\t";
-    else if (ustr::is_printable(cp)) ustr::append_utf8(out, cp);
+    if (cp == '\\')
+      out += "\\\\";
+    else if (cp == static_cast<char32_t>(quote)) {
+      out += '\\';
+      out += quote;
+    } else if (cp == '\n')
+      out += "\\n";
+    else if (cp == '\r')
+      out += "\\r";
+    else if (cp == '\t')
+      out += "\\t";
+    else if (ustr::is_printable(cp))
+      ustr::append_utf8(out, cp);
     else {
       char buf[16];
-      if (cp < 0x100) std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned>(cp));
-      else if (cp < 0x10000) std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(cp));
-      else std::snprintf(buf, sizeof(buf), "\\U%08x", static_cast<unsigned>(cp));
+      if (cp < 0x100)
+        std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned>(cp));
+      else if (cp < 0x10000)
+        std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(cp));
+      else
+        std::snprintf(buf, sizeof(buf), "\\U%08x", static_cast<unsigned>(cp));
       out += buf;
     }
   }
@@ -246,22 +281,33 @@ std::string repr_string(const std::string& s) {
 
 std::string repr(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::String: return v.markup ? "Markup(" + repr_string(v.s) + ")" : repr_string(v.s);
-    default: return to_str(v);
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::String:
+      return v.markup ? "Markup(" + repr_string(v.s) + ")" : repr_string(v.s);
+    default:
+      return to_str(v);
   }
 }
 
 std::string to_str(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.b ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.i);
-    case Value::Kind::Float: return float_repr(v.f);
-    case Value::Kind::String: return v.s;
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.b ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.i);
+    case Value::Kind::Float:
+      return float_repr(v.f);
+    case Value::Kind::String:
+      return v.s;
     case Value::Kind::List: {
-      if (v.view == 1) throw_error("TemplateRuntimeError", "unsupported: printing a generator object (Python prints its address)");
+      if (v.view == 1)
+        throw_error("TemplateRuntimeError",
+                    "unsupported: printing a generator object (Python prints its address)");
       if (v.view >= 2) {
         static const char* const kNames[] = {"", "", "dict_items(", "dict_keys(", "dict_values("};
         Value plain = v;
@@ -286,7 +332,8 @@ std::string to_str(const Value& v) {
       }
       return out + "}";
     }
-    case Value::Kind::Object: return v.obj->repr();
+    case Value::Kind::Object:
+      return v.obj->repr();
     case Value::Kind::Callable:
       return v.fn->kind == "macro" ? "<Macro '" + v.fn->name + "'>" : "<function " + v.fn->name + ">";
   }
@@ -296,15 +343,20 @@ std::string to_str(const Value& v) {
 Value from_json(const nlohmann::ordered_json& j) {
   using J = nlohmann::ordered_json::value_t;
   switch (j.type()) {
-    case J::null: return Value::none();
-    case J::boolean: return Value::boolean(j.get<bool>());
-    case J::number_integer: return Value::integer(j.get<int64_t>());
+    case J::null:
+      return Value::none();
+    case J::boolean:
+      return Value::boolean(j.get<bool>());
+    case J::number_integer:
+      return Value::integer(j.get<int64_t>());
     case J::number_unsigned: {
       const auto u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) throw_error("ValueError", "integer in context exceeds 64 bits");
+      if (u > static_cast<uint64_t>(INT64_MAX))
+        throw_error("ValueError", "integer in context exceeds 64 bits");
       return Value::integer(static_cast<int64_t>(u));
     }
-    case J::number_float: return Value::real(j.get<double>());
+    case J::number_float:
+      return Value::real(j.get<double>());
     case J::string: {
       auto s = j.get<std::string>();
       if (!ustr::valid_utf8(s)) throw_error("ValueError", "string in context is not valid UTF-8");
@@ -319,10 +371,12 @@ Value from_json(const nlohmann::ordered_json& j) {
     case J::object: {
       auto d = std::make_shared<Dict>();
       d->entries.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) d->entries.emplace_back(Value::str(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d->entries.emplace_back(Value::str(it.key()), from_json(it.value()));
       return Value::make_dict(std::move(d));
     }
-    default: throw_error("TypeError", "unsupported JSON value in context");
+    default:
+      throw_error("TypeError", "unsupported JSON value in context");
   }
 }
 

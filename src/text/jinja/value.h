@@ -45,7 +45,7 @@ struct Value {
   uint8_t view = 0;
   int64_t i = 0;
   double f = 0.0;
-  std::string s;          // String; Undefined: the message of the UndefinedError it raises when used
+  std::string s;  // String; Undefined: the message of the UndefinedError it raises when used
   // Undefined only (field b): using it raises SecurityError (an attribute the sandbox forbids).
   std::shared_ptr<const List> list;
   std::shared_ptr<Dict> dict;
@@ -57,12 +57,35 @@ struct Value {
     v.s = std::move(hint);
     return v;
   }
-  static Value none() { Value v; v.kind = Kind::None; return v; }
-  static Value boolean(bool x) { Value v; v.kind = Kind::Bool; v.b = x; return v; }
-  static Value integer(int64_t x) { Value v; v.kind = Kind::Int; v.i = x; return v; }
-  static Value real(double x) { Value v; v.kind = Kind::Float; v.f = x; return v; }
+  static Value none() {
+    Value v;
+    v.kind = Kind::None;
+    return v;
+  }
+  static Value boolean(bool x) {
+    Value v;
+    v.kind = Kind::Bool;
+    v.b = x;
+    return v;
+  }
+  static Value integer(int64_t x) {
+    Value v;
+    v.kind = Kind::Int;
+    v.i = x;
+    return v;
+  }
+  static Value real(double x) {
+    Value v;
+    v.kind = Kind::Float;
+    v.f = x;
+    return v;
+  }
   static Value str(std::string x, bool is_markup = false) {
-    Value v; v.kind = Kind::String; v.s = std::move(x); v.markup = is_markup; return v;
+    Value v;
+    v.kind = Kind::String;
+    v.s = std::move(x);
+    v.markup = is_markup;
+    return v;
   }
   static Value make_list(List items, bool is_tuple = false);
   static Value make_dict(std::shared_ptr<Dict> d);
@@ -125,8 +148,8 @@ bool truthy(const Value& v);
 bool equals(const Value& a, const Value& b);
 // Python `<`; throws TypeError for unorderable types.
 bool less_than(const Value& a, const Value& b);
-std::string to_str(const Value& v);   // str(v); Undefined -> ""
-std::string repr(const Value& v);     // repr(v)
+std::string to_str(const Value& v);            // str(v); Undefined -> ""
+std::string repr(const Value& v);              // repr(v)
 std::string python_type_name(const Value& v);  // "str", "list", "dict", "int", ...
 std::string float_repr(double x);
 std::string repr_string(const std::string& s);

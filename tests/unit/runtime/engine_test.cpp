@@ -51,7 +51,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 GenerationRequest image_request(const std::string& image_file, int64_t max_tokens) {
   GenerationRequest r;
   r.id = "test";
-  r.messages = ordered_json::parse(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"image:1"}}]}])");
+  r.messages = ordered_json::parse(
+      R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"image:1"}}]}])");
   r.images.push_back(read_bytes(kGolden + "/images/" + image_file));
   r.max_tokens = max_tokens;
   r.ignore_eos = true;
@@ -171,7 +172,8 @@ TEST_F(EngineTest, CancelledRequestIsDroppedWithinAStep) {
     if (engine_->metrics_text().find("reason=\"client-left\"") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_NE(engine_->metrics_text().find("reason=\"client-left\"} 1"), std::string::npos) << engine_->metrics_text();
+  EXPECT_NE(engine_->metrics_text().find("reason=\"client-left\"} 1"), std::string::npos)
+      << engine_->metrics_text();
   // Later requests still run.
   EXPECT_FALSE(drain(*engine_->submit(text_request("abc", 4))).failed);
 }
@@ -213,7 +215,8 @@ TEST_P(EngineFamilies, EightConcurrentEqualSolo) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Oracle, EngineFamilies, ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
+INSTANTIATE_TEST_SUITE_P(Oracle, EngineFamilies,
+                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            for (char& ch : s)

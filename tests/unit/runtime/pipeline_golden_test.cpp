@@ -79,7 +79,8 @@ TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
   auto gj = read_json(dir + "/greedy.json");
 
   std::vector<std::vector<uint8_t>> images;
-  for (const auto& name : pj["images"]) images.push_back(read_bytes(kGolden + "/images/" + name.get<std::string>()));
+  for (const auto& name : pj["images"])
+    images.push_back(read_bytes(kGolden + "/images/" + name.get<std::string>()));
   ChatTemplateOptions opts;
   opts.add_generation_prompt = true;
   opts.kwargs = pj["template_kwargs"];
@@ -107,7 +108,8 @@ TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
       EXPECT_EQ(prompt->images[i].width, sizes[i][1].get<int64_t>());
     }
     if (pj["hashed_tensors"].contains("input.pixel_values")) {
-      EXPECT_EQ(batched_pixel_sha(prompt->images), pj["hashed_tensors"]["input.pixel_values"]["sha256"].get<std::string>())
+      EXPECT_EQ(batched_pixel_sha(prompt->images),
+                pj["hashed_tensors"]["input.pixel_values"]["sha256"].get<std::string>())
           << "pixel_values differ from Transformers";
     }
   }
@@ -123,8 +125,8 @@ TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
   for (size_t i = 0; i < want.size(); ++i) {
     if (r->ids[i] == want[i]) continue;
     double margin = gj["steps"][i]["margin"].get<double>();
-    std::printf("[%s/%s] first greedy difference at step %zu: ours %d, HF %d, HF top-2 margin %g%s\n", c.ckpt.c_str(),
-                c.conversation.c_str(), i, r->ids[i], want[i], margin,
+    std::printf("[%s/%s] first greedy difference at step %zu: ours %d, HF %d, HF top-2 margin %g%s\n",
+                c.ckpt.c_str(), c.conversation.c_str(), i, r->ids[i], want[i], margin,
                 margin == 0.0 ? " (an exact HF tie)" : " -- SPEC (margin 0) NOT MET: a near-tie");
     if (p.info().dtype == DType::F32) {
       ADD_FAILURE() << "fp32 greedy ids must equal Transformers'";

@@ -81,7 +81,9 @@ TEST(ChatTemplateGolden, TransformersApplyChatTemplate) {
     }
   }
   EXPECT_GE(n_files, 4);
-  std::printf("chat-template goldens: %d (template, tokenizer) files, %d renders equal, %d errors reproduced\n", n_files, n_text, n_errors);
+  std::printf(
+      "chat-template goldens: %d (template, tokenizer) files, %d renders equal, %d errors reproduced\n",
+      n_files, n_text, n_errors);
 }
 
 TEST(ChatTemplateGolden, PythonJinja2ResearchRenders) {

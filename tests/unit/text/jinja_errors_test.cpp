@@ -38,7 +38,8 @@ TEST(JinjaErrors, UnsupportedFilterNamesFilterAndLine) {
 
 TEST(JinjaErrors, UnsupportedTagsAreRefused) {
   EXPECT_EQ(parse_error("{% include 'x' %}"), "chat template line 1: unsupported tag 'include'");
-  EXPECT_EQ(parse_error("\n{% for x in y recursive %}{% endfor %}"), "chat template line 2: unsupported: recursive for loops");
+  EXPECT_EQ(parse_error("\n{% for x in y recursive %}{% endfor %}"),
+            "chat template line 2: unsupported: recursive for loops");
 }
 
 TEST(JinjaErrors, UnclosedBlockNamesTheExpectedTag) {
@@ -82,8 +83,8 @@ TEST(JinjaErrors, BadContextIsRefused) {
 
 TEST(JinjaLimits, StepLimitStopsRunawayLoops) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string msg =
-      render_error("{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}");
+  const std::string msg = render_error(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}");
   EXPECT_NE(msg.find("step limit"), std::string::npos) << msg;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
 }
@@ -114,7 +115,8 @@ TEST(JinjaLimits, IntegerOverflowIsAnError) {
 
 TEST(JinjaTemplate, ReusableAndGenerationTagRendersItsBody) {
   // Transformers' AssistantTracker `{% generation %}` tag renders its body unchanged.
-  auto a = tf::jinja::Template::parse("{% for m in messages %}{% generation %}[{{ m }}]{% endgeneration %}{% endfor %}");
+  auto a = tf::jinja::Template::parse(
+      "{% for m in messages %}{% generation %}[{{ m }}]{% endgeneration %}{% endfor %}");
   auto b = tf::jinja::Template::parse("{% for m in messages %}[{{ m }}]{% endfor %}");
   ASSERT_TRUE(a.ok() && b.ok());
   const json ctx = json::parse(R"({"messages": ["x", "y"]})");

@@ -48,7 +48,8 @@ TEST(JinjaFeatures, MatchPythonJinja2) {
       continue;
     }
     if (c.contains("expected")) {
-      EXPECT_TRUE(rendered) << name << ": " << err.kind << " line " << err.line << ": " << err.message << "\n" << src;
+      EXPECT_TRUE(rendered) << name << ": " << err.kind << " line " << err.line << ": " << err.message << "\n"
+                            << src;
       if (!rendered) continue;
       EXPECT_EQ(out, c["expected"].get<std::string>()) << name << "\n" << src;
       ++n_ok;
@@ -67,7 +68,8 @@ TEST(JinjaFeatures, MatchPythonJinja2) {
       EXPECT_TRUE(err.user_raised) << name;
       EXPECT_EQ(err.message, e.at("message").get<std::string>()) << name;
     }
-    if ((type == "TemplateSyntaxError" || type == "TemplateAssertionError") && e.contains("line") && !e["line"].is_null()) {
+    if ((type == "TemplateSyntaxError" || type == "TemplateAssertionError") && e.contains("line") &&
+        !e["line"].is_null()) {
       EXPECT_EQ(err.line, e["line"].get<int>()) << name << ": " << err.message;
     }
     if (type == "UndefinedError" || type == "SecurityError" || type == "TypeError" || type == "ValueError" ||
@@ -78,8 +80,8 @@ TEST(JinjaFeatures, MatchPythonJinja2) {
     }
     ++n_err;
   }
-  std::printf("jinja features: %d renders equal, %d errors reproduced, %d refused as unsupported\n", n_ok, n_err,
-              n_unsupported);
+  std::printf("jinja features: %d renders equal, %d errors reproduced, %d refused as unsupported\n", n_ok,
+              n_err, n_unsupported);
 }
 
 }  // namespace
