@@ -153,6 +153,11 @@ class Backend {
   virtual void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) = 0;
   virtual void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) = 0;
 
+  // copy: dst = src byte for byte (device to device). Same dtype and element count; the shapes may
+  // differ (a row slice of a cache into a prompt-cache block and back). src and dst must not
+  // overlap. (Prompt-cache snapshot/restore, recurrent-state checkpoints: cudaMemcpyAsync D2D.)
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+
   // patchify (Conv2d(k=s=p) as a GEMM): pixels[C, H, W] F32 -> out[gh*gw, C*p*p] act with
   //   out[i*gw + j][c*p*p + ky*p + kx] = rnd(pixels[c][i*p + ky][j*p + kx])
   // (the f32 -> weight-dtype cast HF does before patch_conv; columns in the weight's (c,kh,kw)

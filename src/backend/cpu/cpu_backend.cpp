@@ -68,6 +68,7 @@ class CpuBackend final : public Backend {
   void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) override {
     cpu::scatter_rows(src, rows, dst);
   }
+  void copy(const Tensor& src, const Tensor& dst) override { cpu::copy(src, dst); }
   void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out) override {
     cpu::patchify(pixels, patch, gh, gw, out);
   }

@@ -20,6 +20,7 @@ void cast(const Tensor& x, const Tensor& out);
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);
 void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out);
 void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst);
+void copy(const Tensor& src, const Tensor& dst);
 void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out);
 void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out);
 void argmax(ThreadPool& pool, const Tensor& logits, const Tensor& out);
