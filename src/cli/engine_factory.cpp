@@ -17,6 +17,7 @@ EngineFactory engine_factory() {
     e.temperature = o.temperature;
     e.max_tokens = o.max_tokens;
     e.image_limits.max_pixels = o.max_image_pixels;
+    e.cache_mb = o.cache_mb;
     TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
     return std::unique_ptr<EngineApi>(std::move(engine));
   };

@@ -47,6 +47,20 @@ class SequenceCache {
   virtual int64_t capacity() const = 0;  // positions [0, capacity) can be written
 };
 
+// A copy of one sequence's decoder state over positions [begin, end), the prompt cache's unit
+// (runtime/prefix_cache.h): the K/V rows of every attention layer and, for recurrent families, the
+// conv window and recurrent state after position end - 1. Tensor order is the family's; memory is
+// the backend's (snapshot and restore are device-to-device copies, Backend::copy).
+struct CacheBlock {
+  int64_t begin = 0, end = 0;
+  std::vector<DeviceBuffer> tensors;
+  size_t nbytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors) n += t.tensor().nbytes();
+    return n;
+  }
+};
+
 // A batch of rows from ONE sequence: a prefill chunk or one decode token. Row i has token
 // token_ids[i] at position positions[i]; its K/V go to cache slot positions[i]; it attends to
 // slots [0, positions[i]], which must already hold this sequence's earlier rows (or be rows of
@@ -59,6 +73,10 @@ struct ForwardBatch {
   // For a chunk that starts inside an image, pass the matching slice of encode_images' output.
   const Tensor* image_embeds = nullptr;
   std::vector<int32_t> logit_rows;  // batch rows that need logits, in the order wanted
+  // Prompt cache: recurrent families keep their state at every position inside the batch that is a
+  // multiple of 64 (counted from 0, after the rows before it), for snapshot(). Kept states live in
+  // the cache until snapshot() takes them or the next forward drops them. Ignored by pure attention.
+  bool keep_block_states = false;
 };
 
 // Receives named intermediates (HF module names, e.g. "model.language_model.layers.3") as host
@@ -88,6 +106,16 @@ class Model {
                               const std::vector<std::vector<int64_t>>& /*image_grids*/) {
     return {};
   }
+
+  // ---- prompt cache (runtime/prefix_cache.h) ---------------------------------------------------
+  // Copies this sequence's state over [begin, end) into a new block. begin and end are multiples of
+  // 64 (end may also be the current length), rows [0, end) are computed, and for recurrent families
+  // the state at `end` is the current one or was kept by the last forward (keep_block_states).
+  virtual Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) = 0;
+  // Fills a fresh cache (nothing forwarded yet; begin_prompt may have run) from blocks that cover
+  // [0, end) in order: K/V rows of each, and the recurrent state of the last. The next forward
+  // continues at position end. Error (cache unchanged) when the blocks do not fit or do not chain.
+  virtual Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) = 0;
 };
 
 }  // namespace tf

@@ -25,6 +25,8 @@ struct Engine::Sequence {
   int64_t image_rows_done = 0;
   std::unique_ptr<SequenceCache> cache;
   int64_t n_prefilled = 0;
+  int64_t n_cached = 0;                 // prompt positions restored from the prompt cache
+  std::vector<std::string> block_keys;  // the prompt's block keys (prompt cache on)
   std::vector<int32_t> output;
   std::optional<IncrementalDetokenizer> detok;
   std::string text_pending;  // decoded text held back while it may start a stop string
@@ -81,6 +83,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
   // chunked prefill computes the same numbers as one pass.
   e->opts_.prefill_chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  if (opts.cache_mb > 0) {
+    e->cache_ = std::make_unique<PrefixCache>(static_cast<size_t>(opts.cache_mb * 1048576.0));
+    log_info("prompt cache: " + std::to_string(e->cache_->budget() >> 20) + " MiB, blocks of " +
+             std::to_string(PrefixCache::kBlock) + " positions");
+  }
   e->created_ = static_cast<int64_t>(std::time(nullptr));
   const auto& d = e->pipe_->defaults();
   log_info("generation defaults from " + d.source + ": do_sample=" + (d.do_sample ? "true" : "false") +
@@ -208,6 +215,8 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
     sp.reset();
     return;
   }
+  s.n_cached = resume_from_cache(s.prompt, *s.cache, s.block_keys);
+  s.n_prefilled = s.n_cached;
   s.phase = s.prompt.images.empty() ? Sequence::Phase::Prefill : Sequence::Phase::Vision;
   EngineEvent started = make_event(EngineEvent::Kind::Started);
   started.prompt_ids = s.prompt.ids;
@@ -218,16 +227,17 @@ void Engine::finish(Sequence& s, const std::string& reason) {
   double secs = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
   int64_t n_out = static_cast<int64_t>(s.output.size());
-  metrics_.finished(reason, n_prompt, n_out, 0);
+  metrics_.finished(reason, n_prompt, n_out, s.n_cached);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2fs", secs);
   log_info(s.req.id + " reason=" + reason + " prompt=" + std::to_string(n_prompt) +
-           " tokens=" + std::to_string(n_out) + " cached=0 after=" + buf);
+           " tokens=" + std::to_string(n_out) + " cached=" + std::to_string(s.n_cached) + " after=" + buf);
   if (reason == "stop" || reason == "length") {
     EngineEvent e = make_event(EngineEvent::Kind::Finished);
     e.finish_reason = reason;
     e.usage.prompt_tokens = n_prompt;
     e.usage.completion_tokens = n_out;
+    e.usage.cached_tokens = s.n_cached;
     s.channel->push(std::move(e));
   }
 }
@@ -268,9 +278,8 @@ bool Engine::step(Sequence& s) {
   Model& m = pipe_->model();
   const ModelInfo& info = m.info();
   if (s.phase == Sequence::Phase::Vision) {
-    std::vector<ImageInput> inputs;
-    for (const auto& im : s.prompt.images) inputs.push_back(im.as_input());
-    auto emb = m.encode_images(inputs);
+    // Only images with rows after the resume point; identical images come from the vision cache.
+    auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done);
     if (!emb.ok()) {
       s.channel->push(error_event(400, emb.error().message));
       finish(s, "error");
@@ -297,6 +306,7 @@ bool Engine::step(Sequence& s) {
       s.image_rows_done += n_img;
     }
     if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
+    b.keep_block_states = cache_ != nullptr;
     s.n_prefilled = end;
   } else {
     int32_t last = s.output.back();
@@ -310,6 +320,8 @@ bool Engine::step(Sequence& s) {
     finish(s, "error");
     return false;
   }
+  if (s.phase == Sequence::Phase::Prefill)
+    cache_prompt_blocks(s.block_keys, *s.cache, b.positions.front(), b.positions.back() + 1);
   if (b.logit_rows.empty()) return true;  // more prefill to do
   s.phase = Sequence::Phase::Decode;
   s.logits = std::move(logits).value();

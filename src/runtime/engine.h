@@ -16,6 +16,7 @@
 #include "runtime/engine_api.h"
 #include "runtime/metrics.h"
 #include "runtime/pipeline.h"
+#include "runtime/prefix_cache.h"
 
 namespace tf {
 
@@ -31,6 +32,9 @@ struct EngineOptions {
   std::optional<int64_t> max_tokens;
   ImageLimits image_limits;
   int64_t prefill_chunk = 256;
+  // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
+  // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
+  double cache_mb = 1024;
 };
 
 class Engine final : public EngineApi {
@@ -56,6 +60,15 @@ class Engine final : public EngineApi {
   bool step(Sequence& s);  // false when the sequence finished
   void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
   void finish(Sequence& s, const std::string& reason);
+  // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
+  // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
+  int64_t resume_from_cache(const Prompt& p, SequenceCache& cache, std::vector<std::string>& keys);
+  // Vision rows [Σ n_tokens, hidden] of the images that have rows at or after resume_pos, from the
+  // vision cache or the encoder; rows_done = rows of the first such image before resume_pos.
+  Expected<DeviceBuffer> encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done);
+  // Caches the prompt blocks that end in (begin, end], just computed by a prefill forward.
+  void cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
+                           int64_t end);
 
   EngineOptions opts_;
   std::unique_ptr<Pipeline> pipe_;
@@ -67,6 +80,7 @@ class Engine final : public EngineApi {
   bool stop_ = false;
   std::thread thread_;
   mutable EngineMetrics metrics_;
+  std::unique_ptr<PrefixCache> cache_;  // null when --cache-mb 0; engine thread only
 };
 
 }  // namespace tf

@@ -12,6 +12,25 @@ void EngineMetrics::finished(const std::string& reason, int64_t prompt, int64_t 
   cached_tokens_ += cached;
 }
 
+void EngineMetrics::prompt_cache_lookup(bool hit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_lookups_++;
+  cache_hits_ += hit;
+}
+
+void EngineMetrics::vision_cache_lookup(bool hit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  image_lookups_++;
+  image_hits_ += hit;
+}
+
+void EngineMetrics::set_prompt_cache(int64_t bytes, int64_t blocks, int64_t evicted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_bytes_ = bytes;
+  cache_blocks_ = blocks;
+  cache_evicted_ = evicted;
+}
+
 void EngineMetrics::step_seconds(double s) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < kBuckets.size(); ++i)
@@ -33,6 +52,22 @@ std::string EngineMetrics::text() const {
     << "\n";
   o << "# TYPE tensorfold_cached_tokens_total counter\ntensorfold_cached_tokens_total " << cached_tokens_
     << "\n";
+  o << "# HELP tensorfold_prompt_cache_lookups_total Admitted requests looked up in the prompt cache.\n"
+       "# TYPE tensorfold_prompt_cache_lookups_total counter\ntensorfold_prompt_cache_lookups_total "
+    << cache_lookups_ << "\n";
+  o << "# HELP tensorfold_prompt_cache_hits_total Requests that resumed from a cached prefix.\n"
+       "# TYPE tensorfold_prompt_cache_hits_total counter\ntensorfold_prompt_cache_hits_total "
+    << cache_hits_ << "\n";
+  o << "# HELP tensorfold_vision_cache_lookups_total Images needed by a prefill (encoded or reused).\n"
+       "# TYPE tensorfold_vision_cache_lookups_total counter\ntensorfold_vision_cache_lookups_total "
+    << image_lookups_ << "\n";
+  o << "# HELP tensorfold_vision_cache_hits_total Images whose encoder output came from the cache.\n"
+       "# TYPE tensorfold_vision_cache_hits_total counter\ntensorfold_vision_cache_hits_total " << image_hits_
+    << "\n";
+  o << "# TYPE tensorfold_prompt_cache_bytes gauge\ntensorfold_prompt_cache_bytes " << cache_bytes_ << "\n";
+  o << "# TYPE tensorfold_prompt_cache_blocks gauge\ntensorfold_prompt_cache_blocks " << cache_blocks_ << "\n";
+  o << "# TYPE tensorfold_prompt_cache_evictions_total counter\ntensorfold_prompt_cache_evictions_total "
+    << cache_evicted_ << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
   o << "# HELP tensorfold_step_seconds Engine step time.\n# TYPE tensorfold_step_seconds histogram\n";

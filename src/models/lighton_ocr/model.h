@@ -35,6 +35,9 @@ class LightOnOcrModel final : public Model {
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
   Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
+  // cache_blocks.cpp: K/V rows of every layer ([end - begin, kv_heads, head_dim] k then v per layer).
+  Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
+  Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
   const Config& config() const { return cfg_; }
 
  private:

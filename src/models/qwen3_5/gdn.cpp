@@ -27,7 +27,30 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int6
   b.linear(x, G.in_proj_z, nullptr, z);
   b.linear(x, G.in_proj_b, nullptr, bb);
   b.linear(x, G.in_proj_a, nullptr, aa);
-  b.causal_conv1d_silu(qkv, G.conv1d, c.conv[l], conv);
+  const int64_t prompt_len = static_cast<int64_t>(c.rope().thw.size() / 3);
+  // Row segments of the prefill forms: cut at each multiple of 64 (counted from position 0) whose
+  // state the prompt cache keeps, and before the first one for the chunked rule.
+  std::vector<std::pair<int64_t, int64_t>> segments;
+  for (int64_t r0 = 0; r0 < n;) {
+    const int64_t to_cut = kDeltaChunk - (pos0 + r0) % kDeltaChunk;
+    const bool cut = c.keep_block_states || (pos0 + r0) % kDeltaChunk != 0;
+    const int64_t r1 = cut ? std::min(n, r0 + to_cut) : n;
+    segments.emplace_back(r0, r1);
+    r0 = r1;
+  }
+  auto kept_at = [&](int64_t pos) -> Qwen35Cache::BlockState* {
+    if (!c.keep_block_states || pos % kDeltaChunk) return nullptr;
+    for (auto& s : c.block_states)
+      if (s.pos == pos) return &s;
+    return nullptr;
+  };
+  // One call over n rows equals calls split anywhere; split at the multiples of 64 whose window
+  // the prompt cache keeps.
+  for (auto [r0, r1] : segments) {
+    b.causal_conv1d_silu(qkv.tensor().slice_rows(r0, r1), G.conv1d, c.conv[l],
+                         conv.tensor().slice_rows(r0, r1));
+    if (Qwen35Cache::BlockState* kept = kept_at(pos0 + r1)) b.copy(c.conv[l], kept->conv[l]);
+  }
 
   // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
   const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
@@ -47,18 +70,18 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int6
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);
 
   DeviceBuffer core = b.alloc(act, {n, hv, dv});
-  if (n == 1 && pos0 > 0) {
+  if (n == 1 && pos0 > 0 && pos0 >= prompt_len) {
     b.gated_delta_rule_recurrent(q, k, v, g, beta, c.state[l], core);
   } else {
-    // Chunks start at multiples of 64 counted from position 0, so a prefill split at such
-    // multiples reproduces the single full pass bit for bit.
-    const int64_t head = pos0 % kDeltaChunk ? std::min(n, kDeltaChunk - pos0 % kDeltaChunk) : 0;
-    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, head}, std::pair<int64_t, int64_t>{head, n}}) {
-      if (r1 <= r0) continue;
+    // Prompt rows (a one-row prefill chunk included) take the chunked rule, as HF's single pass
+    // over the prompt does. Chunks start at multiples of 64 counted from position 0, so a prefill
+    // split at such multiples reproduces the single full pass bit for bit.
+    for (auto [r0, r1] : segments) {
       b.gated_delta_rule_chunked(q.tensor().slice_rows(r0, r1), k.tensor().slice_rows(r0, r1),
                                  v.tensor().slice_rows(r0, r1), g.tensor().slice_rows(r0, r1),
                                  beta.tensor().slice_rows(r0, r1), c.state[l],
                                  core.tensor().slice_rows(r0, r1));
+      if (Qwen35Cache::BlockState* kept = kept_at(pos0 + r1)) b.copy(c.state[l], kept->state[l]);
     }
   }
   DeviceBuffer normed = b.alloc(act, {n, vd});

@@ -42,6 +42,15 @@ class Qwen35Cache final : public SequenceCache {
   std::vector<DeviceBuffer> k, v;   // per layer (full attention only): [capacity, Hkv, D] act
   std::vector<DeviceBuffer> conv;   // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
   std::vector<DeviceBuffer> state;  // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
+
+  // Prompt cache (ForwardBatch::keep_block_states): for each multiple of 64 reached inside the last
+  // forward, the conv window and delta-rule state of every linear layer there, for snapshot().
+  struct BlockState {
+    int64_t pos = 0;
+    std::vector<DeviceBuffer> conv, state;  // per layer (linear only), shapes as above
+  };
+  bool keep_block_states = false;
+  std::vector<BlockState> block_states;
 };
 
 class Qwen35Model final : public Model {
@@ -70,6 +79,10 @@ class Qwen35Model final : public Model {
                       const std::vector<std::vector<int64_t>>& image_grids) override;
   const Config& config() const { return cfg_; }
   const Weights& weights() const { return w_; }
+  // cache_blocks.cpp: per layer, k and v rows [end - begin, Hkv, D] (full attention) or the conv
+  // window and delta-rule state at `end` (linear).
+  Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
+  Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
 
  private:
   // vision.cpp
@@ -80,6 +93,10 @@ class Qwen35Model final : public Model {
   // text.cpp: one gated full-attention mixer
   void full_attention(size_t layer, const Tensor& x, const Tensor& cos, const Tensor& sin,
                       const Tensor& slots, const Tensor& ranges, Qwen35Cache& cache, const Tensor& out);
+
+  // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot
+  // per multiple of 64 in (pos0, pos0 + n] for gated_deltanet to fill.
+  void prepare_block_states(Qwen35Cache& cache, int64_t pos0, int64_t n, bool keep);
 
   Config cfg_;
   WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)

@@ -85,6 +85,7 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
       return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
 
   Backend& b = backend_;
+  prepare_block_states(*cache, pos0, n, batch.keep_block_states);
   const DType act = info_.dtype;
   const int64_t hs = t.hidden_size, it = t.intermediate_size, rd = t.rotary_dim;
   const float eps = static_cast<float>(t.rms_norm_eps);
