@@ -2,19 +2,23 @@
 """Text goldens for the C++ tokenizer and chat-template engine (issue 3), made by HF tokenizers + Transformers.
 
 Subcommands:
-  strings --extra JSONL   writes tests/golden/text/strings.jsonl: deterministic test strings (fixed seed, pure
+  strings --extra JSONL   writes tests/golden/text/strings.jsonl.gz: deterministic test strings (fixed seed, pure
                           Python, no network) plus the "text" of every line of JSONL (the research golden file).
   cases                   writes tests/golden/templates/cases.json: the chat-template conversations.
   goldens --out DIR       (GPU machine: transformers 5.17, tokenizers, jinja2) encodes/decodes every string with
-                          every tokenizer and renders every case with every template; writes DIR/text/*.jsonl,
+                          every tokenizer and renders every case with every template; writes DIR/text/*.jsonl.gz,
                           DIR/templates/*.json, meta.json files and DIR/hf_context.json.
-Inputs read by `goldens` are the committed strings.jsonl / cases.json (so Python's Unicode version on the GPU
+The .jsonl goldens are written gzip-compressed (level 9, no name, mtime 0) to keep the repository small; the tests
+read them through zlib, and meta.json hashes are of the decompressed bytes.
+Inputs read by `goldens` are the committed strings.jsonl.gz / cases.json (so Python's Unicode version on the GPU
 machine cannot change them), tests/data/qwen3 (scripts/fetch_test_data.sh), tests/data/templates/*.jinja and
 tests/golden/ckpt/*/tokenizer.json (tiny tokenizers, when present).
 """
 import argparse
 import copy
+import gzip
 import hashlib
+import io
 import json
 import os
 import random
@@ -365,7 +369,7 @@ def make_strings(extra_jsonl):
         with open(extra_jsonl, encoding="utf-8") as f:
             rows += [("research_golden", json.loads(line)["text"]) for line in f if line.strip()]
     else:  # the research file lives outside the repo; its strings are already in the committed strings.jsonl
-        with open(os.path.join(TEXT_DIR, "strings.jsonl"), encoding="utf-8") as f:
+        with open_text(os.path.join(TEXT_DIR, "strings.jsonl.gz")) as f:
             rows += [("research_golden", r["text"]) for r in map(json.loads, f) if r["category"] == "research_golden"]
     seen, out = set(), []
     for cat, s in rows:
@@ -376,11 +380,25 @@ def make_strings(extra_jsonl):
     return out
 
 
+def open_text(path):
+    """Reads a UTF-8 text file, gunzipping it when the name ends in .gz."""
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="\n")
+    return open(path, encoding="utf-8")
+
+
 def write_jsonl(path, rows):
+    """Writes JSONL; a path ending in .gz is written gzip-compressed (level 9, no file name, mtime 0: same bytes
+    for the same rows), which is how the goldens are committed."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
+    text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
+    if path.endswith(".gz"):
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9,
+                                                    mtime=0) as f:
+            f.write(text)
+    else:
+        with open(path, "wb") as f:
+            f.write(text)
 
 
 def write_json(path, obj):
@@ -391,7 +409,8 @@ def write_json(path, obj):
 
 
 def sha256_file(path):
-    with open(path, "rb") as f:
+    """SHA-256 of the file's content (of the decompressed bytes for .gz)."""
+    with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
@@ -596,7 +615,7 @@ def text_goldens(strings, out_dir, meta):
                 row["tokenizers_decoded"], row["tokenizers_decoded_skip_special"] = tdec
                 dec_mismatch.append(r["i"])
             rows.append(row)
-        write_jsonl(os.path.join(out_dir, f"{name}.jsonl"), rows)
+        write_jsonl(os.path.join(out_dir, f"{name}.jsonl.gz"), rows)
         info["ids_mismatch_tokenizers_vs_transformers"] = ids_mismatch
         info["decode_mismatch_tokenizers_vs_transformers"] = dec_mismatch
         info["n_roundtrip"] = sum(row["decoded"] == r["text"] for row, r in zip(rows, strings))
@@ -736,9 +755,9 @@ def _hf_sources(path):
 
 
 def cmd_goldens(out):
-    strings_path = os.path.join(TEXT_DIR, "strings.jsonl")
+    strings_path = os.path.join(TEXT_DIR, "strings.jsonl.gz")
     cases_path = os.path.join(TPL_OUT_DIR, "cases.json")
-    with open(strings_path, encoding="utf-8") as f:
+    with open_text(strings_path) as f:
         strings = [json.loads(line) for line in f]
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)["cases"]
@@ -782,7 +801,7 @@ def main():
     args = ap.parse_args()
     if args.cmd == "strings":
         rows = make_strings(args.extra)
-        write_jsonl(os.path.join(TEXT_DIR, "strings.jsonl"), rows)
+        write_jsonl(os.path.join(TEXT_DIR, "strings.jsonl.gz"), rows)
         print(f"{len(rows)} strings")
     elif args.cmd == "cases":
         cases = make_cases()

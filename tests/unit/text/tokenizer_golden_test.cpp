@@ -30,14 +30,14 @@ std::vector<GoldenSet> golden_sets() {
 
 std::string check_set(const GoldenSet& set) {
   const std::string dir = source_path(set.dir);
-  const std::string golden = source_path("tests/golden/text/" + set.name + ".jsonl");
+  const std::string golden = source_path("tests/golden/text/" + set.name + ".jsonl.gz");
   if (!file_exists(dir + "/tokenizer.json")) return "missing " + set.dir + "/tokenizer.json";
-  if (!file_exists(golden)) return "missing tests/golden/text/" + set.name + ".jsonl";
+  if (!file_exists(golden)) return "missing tests/golden/text/" + set.name + ".jsonl.gz";
   const std::string cfg = file_exists(dir + "/tokenizer_config.json") ? dir + "/tokenizer_config.json" : "";
   auto tok = Tokenizer::load(dir + "/tokenizer.json", cfg);
   EXPECT_TRUE(tok.ok()) << set.name << ": " << (tok.ok() ? "" : tok.error().message);
   if (!tok.ok()) return "";
-  const auto strings = read_jsonl(source_path("tests/golden/text/strings.jsonl"));
+  const auto strings = read_jsonl(source_path("tests/golden/text/strings.jsonl.gz"));
   const auto lines = read_jsonl(golden);
   EXPECT_EQ(strings.size(), lines.size());
   EXPECT_GE(lines.size(), 2000u);
