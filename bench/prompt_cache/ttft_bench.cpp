@@ -17,18 +17,21 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const char* kInstruction =
-    "You are reading one scanned page from an archive of invoices, letters and forms. Read it line by line, keep "
-    "the original order, copy numbers, dates, names and amounts exactly as printed, and mark anything you cannot "
+    "You are reading one scanned page from an archive of invoices, letters and forms. Read it line by line, "
+    "keep "
+    "the original order, copy numbers, dates, names and amounts exactly as printed, and mark anything you "
+    "cannot "
     "read with a question mark.";
 
 GenerationRequest request(const std::vector<uint8_t>& image, const std::string& question, bool image_first) {
   GenerationRequest r;
   r.id = "bench";
   nlohmann::ordered_json img = {{"type", "image_url"}, {"image_url", {{"url", "image:1"}}}};
-  nlohmann::ordered_json txt = {{"type", "text"}, {"text", image_first ? std::string(kInstruction) + " " + question
-                                                                       : question + " " + kInstruction}};
-  nlohmann::ordered_json content = image_first ? nlohmann::ordered_json::array({img, txt})
-                                               : nlohmann::ordered_json::array({txt, img});
+  nlohmann::ordered_json txt = {
+      {"type", "text"},
+      {"text", image_first ? std::string(kInstruction) + " " + question : question + " " + kInstruction}};
+  nlohmann::ordered_json content =
+      image_first ? nlohmann::ordered_json::array({img, txt}) : nlohmann::ordered_json::array({txt, img});
   r.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
   r.images.push_back(image);
   r.max_tokens = 1;
@@ -93,7 +96,7 @@ int main(int argc, char** argv) {
     return std::move(e).value();
   };
   auto fresh = make(0), cached = make(1024);
-  run(*fresh, request(image, "Warm-up.", true));  // first-touch costs out of the way
+  run(*fresh, request(image, "Warm-up.", true));                      // first-touch costs out of the way
   run(*cached, request(image, "What is the invoice number?", true));  // the first question fills the cache
   std::vector<double> t_fresh, t_resumed, t_vision, t_build;
   Timed last_fresh, last_resumed, last_vision;
@@ -116,8 +119,9 @@ int main(int argc, char** argv) {
   while (!name.empty() && name.back() == '/') name.pop_back();
   name = name.substr(name.find_last_of('/') + 1);
   std::string img = image_path.substr(image_path.find_last_of('/') + 1);
-  std::printf("| checkpoint | image | case | prompt tokens | cached tokens | TTFT ms (median of %d) | vs fresh |\n",
-              reps);
+  std::printf(
+      "| checkpoint | image | case | prompt tokens | cached tokens | TTFT ms (median of %d) | vs fresh |\n",
+      reps);
   std::printf("|---|---|---|---:|---:|---:|---:|\n");
   const double f0 = median(t_fresh);
   auto row = [&](const char* what, const Timed& t, double ms) {
@@ -127,7 +131,8 @@ int main(int argc, char** argv) {
   row("fresh (cache off)", last_fresh, f0);
   row("second question, same page (resumed)", last_resumed, median(t_resumed));
   row("question before the page (vision output reused)", last_vision, median(t_vision));
-  std::printf("\nprompt build (image decode + preprocess + template + tokenize), every request: %.1f ms (median)\n",
-              median(t_build));
+  std::printf(
+      "\nprompt build (image decode + preprocess + template + tokenize), every request: %.1f ms (median)\n",
+      median(t_build));
   return 0;
 }

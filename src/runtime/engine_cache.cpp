@@ -63,8 +63,8 @@ Expected<DeviceBuffer> Engine::encode_images_from(const Prompt& p, int64_t resum
     int64_t want = 0;
     for (size_t k : missing) want += p.images[k].n_tokens;
     if (fresh.tensor().dim(0) != want)
-      return make_error("the vision encoder returned " + std::to_string(fresh.tensor().dim(0)) + " rows for " +
-                        std::to_string(want) + " image tokens");
+      return make_error("the vision encoder returned " + std::to_string(fresh.tensor().dim(0)) +
+                        " rows for " + std::to_string(want) + " image tokens");
   }
   DeviceBuffer out = b.alloc(dt, {total, hidden});  // [Σ n_tokens of images first.., hidden]
   int64_t row = 0, fresh_row = 0;

@@ -62,10 +62,11 @@ std::string EngineMetrics::text() const {
        "# TYPE tensorfold_vision_cache_lookups_total counter\ntensorfold_vision_cache_lookups_total "
     << image_lookups_ << "\n";
   o << "# HELP tensorfold_vision_cache_hits_total Images whose encoder output came from the cache.\n"
-       "# TYPE tensorfold_vision_cache_hits_total counter\ntensorfold_vision_cache_hits_total " << image_hits_
-    << "\n";
+       "# TYPE tensorfold_vision_cache_hits_total counter\ntensorfold_vision_cache_hits_total "
+    << image_hits_ << "\n";
   o << "# TYPE tensorfold_prompt_cache_bytes gauge\ntensorfold_prompt_cache_bytes " << cache_bytes_ << "\n";
-  o << "# TYPE tensorfold_prompt_cache_blocks gauge\ntensorfold_prompt_cache_blocks " << cache_blocks_ << "\n";
+  o << "# TYPE tensorfold_prompt_cache_blocks gauge\ntensorfold_prompt_cache_blocks " << cache_blocks_
+    << "\n";
   o << "# TYPE tensorfold_prompt_cache_evictions_total counter\ntensorfold_prompt_cache_evictions_total "
     << cache_evicted_ << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";

@@ -15,7 +15,8 @@ Expected<CacheBlock> LightOnOcrModel::snapshot(SequenceCache& seq_cache, int64_t
   CacheBlock blk;
   blk.begin = begin;
   blk.end = end;
-  const Shape s{end - begin, cfg_.text.num_key_value_heads, cfg_.text.head_dim};  // [rows, kv_heads, head_dim]
+  const Shape s{end - begin, cfg_.text.num_key_value_heads,
+                cfg_.text.head_dim};  // [rows, kv_heads, head_dim]
   for (size_t l = 0; l < c->k.size(); ++l)
     for (const DeviceBuffer* src : {&c->k[l], &c->v[l]}) {
       DeviceBuffer d = b.alloc(info_.dtype, s);
@@ -30,11 +31,13 @@ Status LightOnOcrModel::restore(SequenceCache& seq_cache, const std::vector<cons
   if (!c) return make_error("restore: the cache was not made by this model");
   int64_t pos = 0;
   for (const CacheBlock* blk : blocks) {
-    if (blk->begin != pos || blk->end <= pos || blk->end > c->capacity() || blk->tensors.size() != 2 * c->k.size())
+    if (blk->begin != pos || blk->end <= pos || blk->end > c->capacity() ||
+        blk->tensors.size() != 2 * c->k.size())
       return make_error("restore: blocks must chain from position 0 and fit the cache");
     for (const DeviceBuffer& t : blk->tensors)
-      if (t.tensor().dtype != info_.dtype || t.tensor().rank() != 3 || t.tensor().dim(0) != blk->end - blk->begin ||
-          t.tensor().dim(1) != cfg_.text.num_key_value_heads || t.tensor().dim(2) != cfg_.text.head_dim)
+      if (t.tensor().dtype != info_.dtype || t.tensor().rank() != 3 ||
+          t.tensor().dim(0) != blk->end - blk->begin || t.tensor().dim(1) != cfg_.text.num_key_value_heads ||
+          t.tensor().dim(2) != cfg_.text.head_dim)
         return make_error("restore: a block was not made by this model");
     pos = blk->end;
   }

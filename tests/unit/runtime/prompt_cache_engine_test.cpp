@@ -140,7 +140,8 @@ Encoded encode_variants(const std::string& file) {
   };
   e.png = png_of(im.rgb);
   std::vector<uint8_t> rgba;
-  for (size_t i = 0; i < im.rgb.size(); i += 3) rgba.insert(rgba.end(), {im.rgb[i], im.rgb[i + 1], im.rgb[i + 2], 255});
+  for (size_t i = 0; i < im.rgb.size(); i += 3)
+    rgba.insert(rgba.end(), {im.rgb[i], im.rgb[i + 1], im.rgb[i + 2], 255});
   e.webp = test::encode_webp_lossless_rgba(rgba, im.width, im.height);
   std::vector<uint8_t> other = im.rgb;
   other[0] ^= 0x40;
@@ -256,7 +257,8 @@ TEST_P(PromptCacheEngine, TinyBudgetEvictsAndChangesNothing) {
   for (size_t i = 0; i < questions.size(); ++i) {
     auto r = request({{"", page}, {kPreamble + " " + questions[i], {}}}, i % 2 ? 77 : 0);
     Outcome o = drain(*cached->submit(r));
-    Outcome ref = drain(*fresh->submit(request({{"", page}, {kPreamble + " " + questions[i], {}}}, i % 2 ? 77 : 0)));
+    Outcome ref =
+        drain(*fresh->submit(request({{"", page}, {kPreamble + " " + questions[i], {}}}, i % 2 ? 77 : 0)));
     ASSERT_TRUE(o.error.empty()) << o.error;
     EXPECT_EQ(o.ids, ref.ids) << "question " << i;
     EXPECT_EQ(o.logprobs, ref.logprobs) << "question " << i;
@@ -288,7 +290,8 @@ TEST_P(PromptCacheEngine, ConcurrentRequestsWithTheCacheEqualSolo) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Oracle, PromptCacheEngine, ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
+INSTANTIATE_TEST_SUITE_P(Oracle, PromptCacheEngine,
+                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            for (char& ch : s)

@@ -205,7 +205,8 @@ TEST_P(SnapshotRestore, ResumedEqualsSinglePassBitForBit) {
   ASSERT_TRUE(m.begin_prompt(*resumed, r.prompt.ids, grids).ok());
   ASSERT_TRUE(m.restore(*resumed, chain).ok());
   Buffer l_res = prefill(r, *resumed, 64 * k, n, true);
-  EXPECT_TRUE(same_bits(l_plain, l_res)) << ckpt << ": logits of the first generated token differ after resume";
+  EXPECT_TRUE(same_bits(l_plain, l_res))
+      << ckpt << ": logits of the first generated token differ after resume";
   // Decoding continues identically.
   Buffer a = std::move(l_plain), b = std::move(l_res);
   for (int64_t step = 0; step < 3; ++step) {
