@@ -52,17 +52,21 @@ struct Flight {
       return Wait::Event;
     }
     for (;;) {
+      // Checked before every event too: while tokens arrive faster than the poll interval a
+      // timeout never comes, and a client that left or a shutdown would go unnoticed to the end.
+      if (st->stopping) return Wait::Stopping;
+      if (peer_closed(fd) || (client_gone && client_gone())) return Wait::ClientLeft;
       if (auto e = channel->pop(kPollMs)) {
         *out = std::move(*e);
         return Wait::Event;
       }
-      if (st->stopping) return Wait::Stopping;
-      if (peer_closed(fd) || (client_gone && client_gone())) return Wait::ClientLeft;
     }
   }
 
+  // A Token event with id -1 carries only text the engine held back (a stop-string prefix or an
+  // unfinished character) until the length limit; it is no token.
   void absorb_token(const EngineEvent& e) {
-    token_ids.push_back(e.token);
+    if (e.token >= 0) token_ids.push_back(e.token);
     text += e.text;
     if (header.logprobs && e.logprob) logprobs.push_back(resolve_logprob(e));
   }
@@ -172,9 +176,10 @@ bool run_stream(Flight& f, httplib::DataSink& sink) {
         f.absorb_token(e);
         // Tokens that complete no text yet (a split UTF-8 character) are sent with the next one,
         // unless the client asked for per-token data.
-        if (e.text.empty() && !f.header.logprobs && !f.header.return_token_ids) break;
+        if (e.text.empty() && (e.token < 0 || (!f.header.logprobs && !f.header.return_token_ids))) break;
         std::vector<LogprobText> lps(f.logprobs.begin() + static_cast<long>(n_lp), f.logprobs.end());
-        ok = write(fmt.tokens(e.text, {e.token}, lps));
+        ok = write(
+            fmt.tokens(e.text, e.token >= 0 ? std::vector<int32_t>{e.token} : std::vector<int32_t>{}, lps));
         break;
       }
       case EngineEvent::Kind::Error:

@@ -158,7 +158,9 @@ ParseContext ServerState::parse_context(const EngineApi* engine) const {
   c.accepted_models = {c.served_name, options.checkpoint};
   EngineInfo info = engine ? engine->info() : EngineInfo{};
   if (!info.model_name.empty()) c.accepted_models.push_back(info.model_name);
-  c.vision = engine ? info.vision : options.vision;
+  // Images need both --vision and a checkpoint with an image tower; without --vision the server is
+  // text-only even on a vision checkpoint (what --help promises).
+  c.vision = options.vision && (!engine || info.vision);
   c.no_thinking = options.no_thinking;
   c.no_drafts = options.no_drafts;
   c.default_temperature = options.temperature;

@@ -20,8 +20,14 @@
 
 namespace tf::testing {
 
+inline ServeOptions vision_options() {
+  ServeOptions o;
+  o.vision = true;
+  return o;
+}
+
 struct TestServer {
-  explicit TestServer(ServeOptions o = {}, bool with_engine = true) {
+  explicit TestServer(ServeOptions o = vision_options(), bool with_engine = true) {
     if (o.checkpoint.empty()) o.checkpoint = "/ckpt/tiny";
     o.host = "127.0.0.1";
     o.port = 0;
