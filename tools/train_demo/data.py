@@ -147,19 +147,21 @@ def render(text, rng, fonts, clean=False):
 
 
 def render_chunk(args):
-    """Pool worker: (seed, n, font_dir, p_random) -> (texts, uint8 [n, IMG_H, IMG_W])."""
-    seed, n, font_dir, p_random = args
+    """Pool worker: (seed, n, font_dir, p_random, post) -> (texts, uint8 [n, IMG_H, IMG_W]); post(arr), if given,
+    transforms the rendered images in the worker (qwen3_5: the processor's resize)."""
+    seed, n, font_dir, p_random, post = args
     rng = random.Random(seed)
     fonts = font_files(font_dir)
     texts = [make_text(rng, p_random) for _ in range(n)]
     arr = np.stack([render(t, rng, fonts) for t in texts])
-    return texts, arr
+    return texts, (post(arr) if post else arr)
 
 
-def render_many(n, seed, font_dir, p_random, procs):
+def render_many(n, seed, font_dir, p_random, procs, post=None):
     from multiprocessing import Pool
     chunk = 2000
-    jobs = [(seed * 1000003 + i, min(chunk, n - i * chunk), font_dir, p_random) for i in range((n + chunk - 1) // chunk)]
+    jobs = [(seed * 1000003 + i, min(chunk, n - i * chunk), font_dir, p_random, post)
+            for i in range((n + chunk - 1) // chunk)]
     with Pool(procs) as pool:
         parts = pool.map(render_chunk, jobs)
     texts = [t for p in parts for t in p[0]]

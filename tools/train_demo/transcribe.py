@@ -2,8 +2,8 @@
 
   python3 tools/train_demo/transcribe.py tensorfold build-demo/tensorfold models/demo-lighton examples/heldout OUT.jsonl
   python3 tools/train_demo/transcribe.py tesseract tesseract - examples/heldout OUT.jsonl
-tensorfold runs `ocr CKPT IMAGE --temperature 0` per image; tesseract runs `IMAGE stdout --psm 7 -l eng`
-(psm 7 = the image is one text line).
+tensorfold runs `ocr CKPT IMAGE --temperature 0 --json` per image (the output line also keeps its token ids);
+tesseract runs `IMAGE stdout --psm 7 -l eng` (psm 7 = the image is one text line).
 """
 import json
 import os
@@ -24,14 +24,19 @@ def main(argv):
         for name in files:
             img = os.path.join(folder, name)
             if engine == "tensorfold":
-                cmd = [exe, "ocr", ckpt, img, "--temperature", "0"]
+                cmd = [exe, "ocr", ckpt, img, "--temperature", "0", "--json"]
             else:
                 cmd = [exe, img, "stdout", "--psm", "7", "-l", "eng"]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"{name}: exit {r.returncode}: {r.stderr.strip()[:200]}", file=sys.stderr)
-            text = r.stdout.rstrip("\n") if engine == "tensorfold" else r.stdout.strip()
-            f.write(json.dumps({"file": name, "text": text}, ensure_ascii=False) + "\n")
+            row = {"file": name}
+            if engine == "tensorfold":
+                j = json.loads(r.stdout) if r.returncode == 0 else {"text": "", "token_ids": []}
+                row.update(text=j["text"], token_ids=j["token_ids"])
+            else:
+                row["text"] = r.stdout.strip()
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{engine}: {len(files)} images in {time.time() - t0:.1f}s")
     return 0
 

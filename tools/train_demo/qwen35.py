@@ -1,0 +1,120 @@
+"""The `qwen3_5` half of the demo trainer: config, processor files, the processor's pixel pipeline on batches,
+a batched vision attention for training (checked equal to Transformers'), and the CTC features of the tower.
+
+Everything here is Transformers 5.17's own Qwen3_5ForConditionalGeneration; only the training loop takes
+shortcuts, each compared with the stock code path before training starts (see train.py).
+"""
+import os
+import sys
+
+import data
+
+MIN_PIXELS = 8192     # processor size.shortest_edge: smart_resize keeps a 560 x 56 line at 576 x 64 (4 x 36 patches)
+MAX_PIXELS = 147456   # processor size.longest_edge (384^2): larger inputs are scaled down
+RES_H, RES_W = 64, 576  # smart_resize(56, 560) with factor 32 (Python round, half to even)
+GH, GW = RES_H // 16, RES_W // 16  # patch grid 4 x 36 -> 36 merged image tokens per line
+
+TEXT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2,
+            linear_num_value_heads=4, max_position_embeddings=4096,
+            layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
+VISION = dict(depth=3, hidden_size=96, intermediate_size=256, num_heads=2, out_hidden_size=128)
+
+
+def make_config(ids, model_vocab):
+    import checkpoints as ck
+    cfg = ck.make_config_dict("qwen3_5", "tiny", ids, init_scale=0.02)
+    cfg["text_config"].update(TEXT, vocab_size=model_vocab)
+    cfg["text_config"]["rope_parameters"]["mrope_section"] = [3, 3, 2]  # rotary dim 16 (head_dim 64 x 0.25)
+    cfg["vision_config"].update(VISION)
+    return cfg
+
+
+def make_processor(tok, template):
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor, TokenizersBackend
+    ht = TokenizersBackend(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None)
+    ip = Qwen2VLImageProcessor(size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}, patch_size=16,
+                               temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                               resample=3, do_convert_rgb=True)
+    return Qwen3VLProcessor(image_processor=ip, tokenizer=ht, video_processor=Qwen3VLVideoProcessor(),
+                            chat_template=template)
+
+
+def resize_lines(imgs, threads=1):
+    """uint8 [N, 56, 560] -> uint8 [N, 64, 576] with the call the processor makes on CPU (torchvision bicubic,
+    antialias, uint8 kernel on a contiguous 3-channel image), so training sees the pixels inference sees."""
+    import numpy as np
+    import torch
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as tvF
+    torch.set_num_threads(threads)
+    out = np.empty((imgs.shape[0], RES_H, RES_W), np.uint8)
+    for s in range(0, imgs.shape[0], 256):
+        x = torch.from_numpy(imgs[s:s + 256])[:, None].expand(-1, 3, -1, -1).contiguous()  # [b, 3, 56, 560]
+        out[s:s + 256] = tvF.resize(x, [RES_H, RES_W], interpolation=InterpolationMode.BICUBIC,
+                                    antialias=True)[:, 0].numpy()
+    return out
+
+
+def pixel_values(u8):
+    """uint8 [B, 64, 576] (already resized) -> fp32 [B * 144, 1536]: rescale+normalise, grey to RGB, patches in
+    (block_row, block_col, in_row, in_col) order, each patch [c][t][y][x] with the frame duplicated (T = 2)."""
+    B = u8.shape[0]
+    x = (u8.float() - 127.5) / 127.5  # [B, H, W]
+    x = x.reshape(B, GH // 2, 2, 16, GW // 2, 2, 16).permute(0, 1, 4, 2, 5, 3, 6)  # [B, bh, bw, ih, iw, 16, 16]
+    x = x[:, :, :, :, :, None, None].expand(-1, -1, -1, -1, -1, 3, 2, -1, -1)  # [.., C, T, 16, 16]
+    return x.reshape(B * GH * GW, 3 * 2 * 16 * 16)
+
+
+def patch_vision_attention(model):
+    """Replace the vision attention's per-image loop (one SDPA call per image) with one batched SDPA call; valid
+    while every image of a call has GH * GW patches. Returns a function that restores the stock forward."""
+    import torch.nn.functional as F
+    cls = type(model.model.visual.blocks[0].attn)
+    mod = sys.modules[cls.__module__]
+    orig = cls.forward
+    L = GH * GW
+
+    def fast(self, hidden_states, cu_seqlens, position_embeddings=None, **kw):
+        n = hidden_states.shape[0]
+        q, k, v = self.qkv(hidden_states).reshape(n, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
+        cos, sin = position_embeddings
+        q, k = mod.apply_rotary_pos_emb_vision(q, k, cos, sin)
+        b = n // L
+        q, k, v = (t.reshape(b, L, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v, scale=self.scaling)  # [b, heads, L, hd]
+        return self.proj(o.transpose(1, 2).reshape(n, -1))
+
+    cls.forward = fast
+
+    def restore():
+        cls.forward = orig
+    return restore, orig, cls
+
+
+def ctc_features(last_hidden, B):
+    """Vision tower output [B * 144, C] (block order) -> column features [B, 36, C] (mean over patch rows)."""
+    x = last_hidden.float().reshape(B, GH // 2, GW // 2, 2, 2, -1).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(B, GH, GW, -1).mean(1)
+
+
+def write_static_files(tok, ids, out, here):
+    import checkpoints as ck
+    import tiny_tokenizer as tt
+    with open(os.path.join(here, "..", "reference", "templates", ck.TEMPLATE["qwen3_5"]), encoding="utf-8") as f:
+        template = f.read()
+    proc = make_processor(tok, template)
+    proc.save_pretrained(out)
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tt.tokenizer_json_text(tok))
+    ck.write_json(os.path.join(out, "tokenizer_config.json"), ck.tokenizer_config("qwen3_5", "tiny"))
+    with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(template)
+    proc.image_processor.to_json_file(os.path.join(out, "preprocessor_config.json"))
+    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
+    ck.write_json(os.path.join(out, "generation_config.json"),
+                  {"bos_token_id": eot, "do_sample": False, "eos_token_id": [im_end, eot], "pad_token_id": eot,
+                   "transformers_version": __import__("transformers").__version__})
+
+
+assert data.IMG_H == 56 and data.IMG_W == 560, "RES_H/RES_W are smart_resize of the rendered line size"
