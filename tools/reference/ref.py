@@ -50,7 +50,12 @@ def build_all(root, only=None):
     import processor_goldens
     deterministic()
     for sub in ("ckpt", "model", "images", "processor", "resize"):
-        if only is None:
+        if only is None and sub == "model" and os.path.isdir(os.path.join(root, sub)):
+            # model/demo-* are the bundled demo checkpoints' goldens (tools/train_demo/demo_goldens.py): kept
+            for d in os.listdir(os.path.join(root, sub)):
+                if not d.startswith("demo-"):
+                    shutil.rmtree(os.path.join(root, sub, d), ignore_errors=True)
+        elif only is None:
             shutil.rmtree(os.path.join(root, sub), ignore_errors=True)
     write_json(os.path.join(root, "sources.json"), sources())
     img_dir = os.path.join(root, "images")
