@@ -8,8 +8,8 @@ Subcommands:
   goldens --out DIR       (GPU machine: transformers 5.17, tokenizers, jinja2) encodes/decodes every string with
                           every tokenizer and renders every case with every template; writes DIR/text/*.jsonl.gz,
                           DIR/templates/*.json, meta.json files and DIR/hf_context.json.
-The .jsonl goldens are written gzip-compressed (level 9, no name, mtime 0) to keep the repository small; the tests
-read them through zlib, and meta.json hashes are of the decompressed bytes.
+The .jsonl goldens are written gzip-compressed (the tests read them through zlib; meta.json hashes the
+decompressed bytes).
 Inputs read by `goldens` are the committed strings.jsonl.gz / cases.json (so Python's Unicode version on the GPU
 machine cannot change them), tests/data/qwen3 (scripts/fetch_test_data.sh), tests/data/templates/*.jinja and
 tests/golden/ckpt/*/tokenizer.json (tiny tokenizers, when present).
@@ -18,7 +18,6 @@ import argparse
 import copy
 import gzip
 import hashlib
-import io
 import json
 import os
 import random
@@ -369,7 +368,7 @@ def make_strings(extra_jsonl):
         with open(extra_jsonl, encoding="utf-8") as f:
             rows += [("research_golden", json.loads(line)["text"]) for line in f if line.strip()]
     else:  # the research file lives outside the repo; its strings are already in the committed strings.jsonl
-        with open_text(os.path.join(TEXT_DIR, "strings.jsonl.gz")) as f:
+        with gzip.open(os.path.join(TEXT_DIR, "strings.jsonl.gz"), "rt", encoding="utf-8", newline="\n") as f:
             rows += [("research_golden", r["text"]) for r in map(json.loads, f) if r["category"] == "research_golden"]
     seen, out = set(), []
     for cat, s in rows:
@@ -380,25 +379,11 @@ def make_strings(extra_jsonl):
     return out
 
 
-def open_text(path):
-    """Reads a UTF-8 text file, gunzipping it when the name ends in .gz."""
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="\n")
-    return open(path, encoding="utf-8")
-
-
-def write_jsonl(path, rows):
-    """Writes JSONL; a path ending in .gz is written gzip-compressed (level 9, no file name, mtime 0: same bytes
-    for the same rows), which is how the goldens are committed."""
+def write_jsonl(path, rows):  # *.gz: gzip level 9, no name, mtime 0 (same bytes for the same rows)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows).encode("utf-8")
-    if path.endswith(".gz"):
-        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9,
-                                                    mtime=0) as f:
-            f.write(text)
-    else:
-        with open(path, "wb") as f:
-            f.write(text)
+    with open(path, "wb") as raw:
+        raw.write(gzip.compress(text, 9, mtime=0) if path.endswith(".gz") else text)
 
 
 def write_json(path, obj):
@@ -408,8 +393,7 @@ def write_json(path, obj):
         f.write("\n")
 
 
-def sha256_file(path):
-    """SHA-256 of the file's content (of the decompressed bytes for .gz)."""
+def sha256_file(path):  # of the decompressed bytes for .gz
     with (gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as f:
         return hashlib.sha256(f.read()).hexdigest()
 
@@ -757,7 +741,7 @@ def _hf_sources(path):
 def cmd_goldens(out):
     strings_path = os.path.join(TEXT_DIR, "strings.jsonl.gz")
     cases_path = os.path.join(TPL_OUT_DIR, "cases.json")
-    with open_text(strings_path) as f:
+    with gzip.open(strings_path, "rt", encoding="utf-8", newline="\n") as f:
         strings = [json.loads(line) for line in f]
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)["cases"]
