@@ -28,8 +28,9 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   while (pos < data.size()) {
     size_t end = data.find('\n', pos);
     if (end == std::string::npos) end = data.size();
-    if (end > pos) out.push_back(nlohmann::json::parse(data.begin() + static_cast<std::ptrdiff_t>(pos),
-                                                       data.begin() + static_cast<std::ptrdiff_t>(end)));
+    if (end > pos)
+      out.push_back(nlohmann::json::parse(data.begin() + static_cast<std::ptrdiff_t>(pos),
+                                          data.begin() + static_cast<std::ptrdiff_t>(end)));
     pos = end + 1;
   }
   return out;
