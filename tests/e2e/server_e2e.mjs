@@ -231,6 +231,25 @@ try {
     await refStillEqual('a drop mid-stream');
   });
 
+  await checks.run('client closes a non-streamed request during decode: client-left long before the end', async () => {
+    const messages = text(words(30, 4242));
+    const n = (await post(s.base, '/v1/tokenize', { messages })).json.count;
+    const maxTokens = Math.min(3000, context - n);
+    const out0 = await metric(s.base, 'tensorfold_output_tokens_total');
+    const c = await RawConn.open(s.port);
+    c.send(rawRequest('/v1/chat/completions', JSON.stringify(
+      { messages, max_tokens: maxTokens, ignore_eos: true, temperature: 0 }), AUTH));
+    // Tokens flow faster than the server's poll interval here; it must still notice the close.
+    for (let i = 0; i < 1000 && !(await metric(s.base, 'tensorfold_active_sequences') >= 1); i++) await sleep(5);
+    await sleep(100);
+    c.destroy();
+    const m = await s.waitLog(new RegExp(`reason=(\\S+) prompt=${n} tokens=(\\d+)`));
+    eq(m[1], 'client-left', 'reason');
+    assert(Number(m[2]) < maxTokens, `dropped after ${m[2]} of ${maxTokens} tokens`);
+    assert(await metric(s.base, 'tensorfold_output_tokens_total') - out0 < maxTokens, 'output tokens counted');
+    await refStillEqual('a dropped non-streamed request');
+  });
+
   // Every refusal: status, code and message; then the reference request still gets its ids.
   const refusals = [
     ['image bytes that are no image', { messages: withImage('data:image/png;base64,aGVsbG8gd29ybGQ=', 'x') },

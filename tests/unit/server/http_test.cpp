@@ -126,6 +126,23 @@ TEST(Http, ErrorShapesAndStatuses) {
   EXPECT_EQ(ok->status, 200);
 }
 
+TEST(Http, WithoutVisionFlagImagesAreRefused) {
+  ServeOptions o;  // no --vision, although the engine has an image tower
+  TestServer s(o);
+  ASSERT_TRUE(s.engine->vision);
+  expect_error(
+      s.post(
+          "/v1/chat/completions",
+          R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAAAAAA"}}]}]})"),
+      400,
+      "image inputs are unsupported: this server runs without a vision encoder (start it with --vision on a "
+      "vision checkpoint)",
+      "messages[0].content[0]");
+  auto ok = s.post("/v1/chat/completions", kChat);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
 TEST(Http, BodyOverLimitIs413) {
   ServeOptions o;
   o.max_body_mb = 1;

@@ -151,6 +151,43 @@ TEST(Cancel, ClientLeavesNonStreamRequest) {
   EXPECT_EQ(s.engine->finished(), 0);
 }
 
+// Tokens arriving faster than the 50 ms poll interval: the handler's wait never times out, so the
+// client and the shutdown flag must be checked between events (they once were only on a timeout).
+TEST(Cancel, ClientLeavesNonStreamRequestWhileTokensFlowFast) {
+  TestServer s;
+  s.engine->token_delay = std::chrono::milliseconds(5);
+  s.engine->reply = std::string(2000, 'a');  // 10 s of tokens
+  int fd = raw_connect(s.port);
+  ASSERT_GE(fd, 0);
+  send_all(fd, raw_post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})"));
+  ASSERT_TRUE(wait_for([&] { return s.engine->submitted().size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::close(fd);
+  EXPECT_TRUE(wait_for([&] { return s.engine->cancels_seen() == 1; }, 2000));
+  EXPECT_EQ(s.engine->finished(), 0);
+}
+
+TEST(Cancel, StopCancelsRequestsInFlightWhileTokensFlowFast) {
+  auto s = std::make_unique<TestServer>();
+  s->engine->token_delay = std::chrono::milliseconds(5);
+  s->engine->reply = std::string(2000, 'a');
+  int status = 0;
+  std::string body;
+  std::thread client([&] {
+    auto r = s->post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})");
+    if (r) status = r->status, body = r->body;
+  });
+  ASSERT_TRUE(wait_for([&] { return s->engine->submitted().size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto engine = s->engine;
+  auto t0 = std::chrono::steady_clock::now();
+  s.reset();
+  client.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(3000));
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(engine->finished(), 0);
+}
+
 TEST(Cancel, StopCancelsRequestsInFlight) {
   auto s = std::make_unique<TestServer>();
   s->engine->token_delay = std::chrono::milliseconds(100);
