@@ -216,6 +216,27 @@ try {
     await refStillEqual('a drop during prefill');
   });
 
+  await checks.run('client closes during image decoding / vision encoding: client-left, tokens=0', async () => {
+    // Eight full pages (file:// URLs keep the body small): decoding, resizing and encoding them
+    // takes far longer than the close below needs to be noticed.
+    const content = Array.from({ length: 8 }, () => ({ type: 'image_url', image_url: { url: `file://${imagesDir}/page_1583x2048.png` } }));
+    content.push({ type: 'text', text: words(5, 77) });
+    const messages = [{ role: 'user', content }];
+    const n = (await post(s.base, '/v1/tokenize', { messages })).json.count;
+    const from = s.log.length;
+    const t0 = Date.now();
+    const c = await RawConn.open(s.port);
+    c.send(rawRequest('/v1/chat/completions', JSON.stringify({ messages, max_tokens: 16, stream: true }), AUTH));
+    await sleep(30);
+    c.destroy();
+    const m = await s.waitLog(new RegExp(`reason=(\\S+) prompt=(\\d+) tokens=(\\d+)[^\\n]*\\n`), 20000, from);
+    console.log(`     (tokenize ${n} tokens; dropped ${Date.now() - t0} ms after sending: ${m[0].trim()})`);
+    eq(m[1], 'client-left', 'reason');
+    assert(Number(m[2]) === n || Number(m[2]) === 0, `prompt=${m[2]} (expected ${n}, or 0 if dropped while queued)`);
+    eq(Number(m[3]), 0, 'tokens generated before the drop');
+    await refStillEqual('a drop during image work');
+  });
+
   await checks.run('client closes after 8 streamed tokens: client-left, next request has its solo ids', async () => {
     const messages = text(words(30, 99));
     const n = (await post(s.base, '/v1/tokenize', { messages })).json.count;
