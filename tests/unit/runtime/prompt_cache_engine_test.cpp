@@ -94,9 +94,10 @@ GenerationRequest request(const std::vector<Part>& parts, uint64_t seed) {
   return r;
 }
 
+// ckpt: a directory under tests/golden/ckpt, or a path.
 std::unique_ptr<Engine> make_engine(const std::string& ckpt, double cache_mb, int parallel = 4) {
   EngineOptions o;
-  o.checkpoint = kGolden + "/ckpt/" + ckpt;
+  o.checkpoint = ckpt.find('/') == std::string::npos ? kGolden + "/ckpt/" + ckpt : ckpt;
   o.parallel = parallel;
   o.prefill_chunk = 64;
   o.cache_mb = cache_mb;
@@ -149,18 +150,25 @@ Encoded encode_variants(const std::string& file) {
   return e;
 }
 
+int32_t image_token_of(const std::string& ckpt) {
+  std::ifstream f((ckpt.find('/') == std::string::npos ? kGolden + "/ckpt/" + ckpt : ckpt) + "/config.json");
+  return nlohmann::json::parse(f).at("image_token_id").get<int32_t>();
+}
+
 class PromptCacheEngine : public ::testing::TestWithParam<std::string> {
  protected:
-  int32_t image_token() const {
-    std::ifstream f(kGolden + "/ckpt/" + GetParam() + "/config.json");
-    return nlohmann::json::parse(f).at("image_token_id").get<int32_t>();
-  }
+  int32_t image_token() const { return image_token_of(GetParam()); }
 };
 
-TEST_P(PromptCacheEngine, SecondQuestionAboutThePageResumesAndEqualsFresh) {
-  auto cached = make_engine(GetParam(), 1024), fresh = make_engine(GetParam(), 0);
+// Two questions about one image (greedy, then seeded): the second resumes past the image and the
+// shared instruction; ids and log-probabilities equal a cache-less engine's.
+// inside_image: the image alone makes a prompt of more than a block whose resume point falls inside
+// the image (a large page on the tiny checkpoints), which is checked too.
+void second_question_resumes(const std::string& ckpt, const std::string& image_path, bool inside_image) {
+  auto cached = make_engine(ckpt, 1024), fresh = make_engine(ckpt, 0);
   ASSERT_TRUE(cached && fresh);
-  const auto page = read_bytes(kGolden + "/images/page_1583x2048.png");
+  const int32_t image_token = image_token_of(ckpt);
+  const auto page = read_bytes(image_path);
   auto ask = [&](const std::string& q, uint64_t seed) {
     return request({{"", page}, {kPreamble + " " + q, {}}}, seed);
   };
@@ -178,7 +186,7 @@ TEST_P(PromptCacheEngine, SecondQuestionAboutThePageResumesAndEqualsFresh) {
     auto ids = cached->tokenize(ask(q2, seed));
     ASSERT_TRUE(ids.ok());
     const int64_t n = static_cast<int64_t>(ids->size());
-    const auto [img0, img1] = image_span(*ids, image_token());
+    const auto [img0, img1] = image_span(*ids, image_token);
     EXPECT_GE(second.cached, 64) << "the second question resumed nothing (prompt of " << n << ")";
     EXPECT_EQ(second.cached % 64, 0);
     EXPECT_GT(second.cached, img1) << "the shared page and preamble should be resumed past the image";
@@ -192,6 +200,27 @@ TEST_P(PromptCacheEngine, SecondQuestionAboutThePageResumesAndEqualsFresh) {
     EXPECT_EQ(again.ids, reference.ids);
     EXPECT_EQ(again.logprobs, reference.logprobs);
   }
+  // The page alone: a repeat resumes at a block boundary inside the image, so prefill starts in the
+  // middle of the image's rows.
+  if (inside_image) {
+    GenerationRequest only = request({{"", page}}, 0);
+    auto ids = cached->tokenize(request({{"", page}}, 0));
+    ASSERT_TRUE(ids.ok());
+    const int64_t resume = (static_cast<int64_t>(ids->size()) - 1) / 64 * 64;
+    const auto [i0, i1] = image_span(*ids, image_token);
+    drain(*cached->submit(request({{"", page}}, 0)));
+    Outcome o = drain(*cached->submit(std::move(only)));
+    Outcome ref = drain(*fresh->submit(request({{"", page}}, 0)));
+    EXPECT_EQ(o.cached, resume);
+    if (i0 < resume && resume < i1) {
+      SUCCEED() << "resumed inside the image";
+    } else {
+      ADD_FAILURE() << "expected the resume point " << resume << " inside the image [" << i0 << ", " << i1
+                    << ")";
+    }
+    EXPECT_EQ(o.ids, ref.ids);
+    EXPECT_EQ(o.logprobs, ref.logprobs);
+  }
   // Text before the page: no prompt block matches, but the page's encoder output is reused.
   const int64_t hits_before = metric(*cached, "tensorfold_vision_cache_hits_total");
   Outcome swapped = drain(*cached->submit(request({{q1, {}}, {"", page}}, 0)));
@@ -203,6 +232,16 @@ TEST_P(PromptCacheEngine, SecondQuestionAboutThePageResumesAndEqualsFresh) {
   EXPECT_GT(metric(*cached, "tensorfold_prompt_cache_hits_total"), 0);
   EXPECT_GT(metric(*cached, "tensorfold_cached_tokens_total"), 0);
   EXPECT_EQ(metric(*fresh, "tensorfold_cached_tokens_total"), 0);
+}
+
+TEST_P(PromptCacheEngine, SecondQuestionAboutThePageResumesAndEqualsFresh) {
+  second_question_resumes(GetParam(), kGolden + "/images/page_1583x2048.png", true);
+}
+
+// The trained demo checkpoint (models/demo-lighton) on one of its text lines.
+TEST(PromptCacheDemo, SecondQuestionAboutTheLineResumesAndEqualsFresh) {
+  second_question_resumes(std::string(TF_SOURCE_DIR) + "/models/demo-lighton",
+                          std::string(TF_SOURCE_DIR) + "/examples/line1.png", false);
 }
 
 TEST_P(PromptCacheEngine, ImageIdentityDecidesSharingNotContainerOrSize) {
