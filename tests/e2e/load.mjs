@@ -1,16 +1,25 @@
-// Bounded load run against a running `tensorfold serve` (not a timed test; prints a table).
-//   TF_BASE_URL=http://127.0.0.1:PORT [TF_SERVER_PID=pid] [TF_LOAD_N=500] [TF_LOAD_CONC=32] \
-//   [TF_LOAD_MAX_TOKENS=16] node tests/e2e/load.mjs
+// Bounded load run against `tensorfold serve` (prints a table; also a CTest check of the limits below).
+//   TF_BASE_URL=http://127.0.0.1:PORT [TF_SERVER_PID=pid] node tests/e2e/load.mjs   (a running server)
+//   TF_BIN=build/tensorfold TF_CKPT=ckpt node tests/e2e/load.mjs   (starts one: --vision --parallel 8)
+//   [TF_LOAD_N=500] [TF_LOAD_CONC=32] [TF_LOAD_MAX_TOKENS=16]
 // Runs the same mix twice (chat, streamed chat, completions, and a request that must get 400) and
-// fails on any 5xx, any unexpected status, or server RSS growth between the two runs beyond
-// TF_LOAD_RSS_SLACK_MB (default 8).
+// fails on any 5xx, any unexpected status, server RSS growth between the two runs beyond
+// TF_LOAD_RSS_SLACK_MB (default 8), or (when it started the server) a SIGTERM exit other than 0.
 import { readFileSync } from 'node:fs';
+import { requireFiles, Server, SKIP } from './lib.mjs';
 
 const env = process.env;
-const base = (env.TF_BASE_URL ?? '').replace(/\/$/, '');
+let server = null;
+if (!env.TF_BASE_URL && (env.TF_BIN || env.TF_CKPT)) {
+  requireFiles([['TF_BIN', env.TF_BIN], ['TF_CKPT', env.TF_CKPT]]);
+  server = await Server.start(env.TF_BIN, [env.TF_CKPT, '--vision', '--parallel', '8']);
+  await server.waitHealthy();
+  env.TF_SERVER_PID = String(server.pid);
+}
+const base = server ? server.base : (env.TF_BASE_URL ?? '').replace(/\/$/, '');
 if (!base) {
-  console.log('SKIP: set TF_BASE_URL');
-  process.exit(77);
+  console.log('SKIP: set TF_BASE_URL, or TF_BIN and TF_CKPT');
+  process.exit(SKIP);
 }
 const N = Number(env.TF_LOAD_N ?? 500);
 const CONC = Number(env.TF_LOAD_CONC ?? 32);
@@ -83,5 +92,11 @@ const slack = Number(env.TF_LOAD_RSS_SLACK_MB ?? 8);
 if (!Number.isNaN(growth)) {
   console.log(`RSS growth over the second run: ${growth.toFixed(1)} MiB (slack ${slack})`);
   if (growth > slack) bad++;
+}
+if (server) {
+  const code = await server.stop('SIGTERM');
+  console.log(`server exit code after SIGTERM: ${code}`);
+  if (code !== 0) bad++;
+  if (bad) console.log(`--- server log (last 30 lines) ---\n${server.log.split('\n').slice(-30).join('\n')}`);
 }
 process.exit(bad ? 1 : 0);
