@@ -359,6 +359,35 @@ try {
     await refStillEqual('the pixel limit');
   });
 
+  await checks.run('completions from a prompt string and from its token ids agree; detokenize inverts tokenize', async () => {
+    const prompt = 'Invoice No. 4711, total 1,234.56 EUR';
+    const t = await post(s.base, '/v1/tokenize', { prompt });
+    eq(t.status, 200, 'tokenize status');
+    eq(t.json.count, t.json.tokens.length, 'count');
+    const d = await post(s.base, '/v1/detokenize', { tokens: t.json.tokens });
+    eq(d.json.prompt, prompt, 'detokenized text');
+    const body = { max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true };
+    const a = await client.completions.create({ ...body, prompt });
+    const b = await client.completions.create({ ...body, prompt: t.json.tokens });
+    eq(a.choices[0].token_ids.length, 12, 'length');
+    eq(b.choices[0].token_ids, a.choices[0].token_ids, 'ids from token-id prompt');
+    eq(b.choices[0].text, a.choices[0].text, 'text');
+  });
+
+  await checks.run('/metrics: requests by status, finish reasons, token counters, queue depth, step histogram', async () => {
+    const m = await (await fetch(`${s.base}/metrics`)).text();
+    for (const re of [/^tensorfold_http_requests_total\{route="\/v1\/chat\/completions",status="200"\} [1-9]/m,
+      /^tensorfold_http_requests_total\{route="\/v1\/chat\/completions",status="400"\} [1-9]/m,
+      /^tensorfold_http_requests_total\{route="\/v1\/chat\/completions",status="401"\} 2$/m,
+      /^tensorfold_requests_finished_total\{reason="length"\} [1-9]/m,
+      /^tensorfold_requests_finished_total\{reason="client-left"\} [4-9]/m,
+      /^tensorfold_prompt_tokens_total [1-9]/m, /^tensorfold_output_tokens_total [1-9]/m,
+      /^tensorfold_cached_tokens_total \d+$/m, /^tensorfold_queue_depth 0$/m,
+      /^tensorfold_step_seconds_bucket\{le="\+Inf"\} [1-9]/m, /^tensorfold_step_seconds_count [1-9]/m]) {
+      assert(re.test(m), `no line matching ${re} in:\n${m}`);
+    }
+  });
+
   await checks.run('SIGTERM with a stream and a request in flight: both cancelled, connections refused, exit 0', async () => {
     const long = { messages: text(words(20, 7)), max_tokens: Math.min(3000, context - 200), ignore_eos: true, temperature: 0 };
     const c = await RawConn.open(s.port);
