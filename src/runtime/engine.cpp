@@ -181,6 +181,19 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
     sp.reset();
     return;
   }
+  // Image rows must match the images (a token-id prompt may hold placeholders and no images):
+  // refuse before anything runs, so a refused request leaves the prompt cache untouched.
+  int64_t n_image_rows = 0, n_image_tokens = 0;
+  for (const auto& im : s.prompt.images) n_image_rows += im.n_tokens;
+  for (int32_t id : s.prompt.ids) n_image_tokens += id == pipe_->info().image_token_id;
+  if (n_image_tokens != n_image_rows) {
+    s.channel->push(error_event(400, "the prompt has " + std::to_string(n_image_tokens) +
+                                         " image placeholder tokens but its images fill " +
+                                         std::to_string(n_image_rows)));
+    finish(s, "error");
+    sp.reset();
+    return;
+  }
   if (s.req.max_tokens > 0) {
     s.max_tokens = s.req.max_tokens;
   } else {

@@ -329,6 +329,27 @@ TEST_P(PromptCacheEngine, ConcurrentRequestsWithTheCacheEqualSolo) {
   }
 }
 
+TEST_P(PromptCacheEngine, RefusedRequestLeavesTheCacheAlone) {
+  auto cached = make_engine(GetParam(), 1024);
+  ASSERT_TRUE(cached);
+  Outcome ok = drain(*cached->submit(request({{kPreamble, {}}}, 0)));
+  ASSERT_TRUE(ok.error.empty()) << ok.error;
+  const int64_t blocks = metric(*cached, "tensorfold_prompt_cache_blocks");
+  const int64_t lookups = metric(*cached, "tensorfold_prompt_cache_lookups_total");
+  ASSERT_GT(blocks, 0);
+  // Token ids with an image placeholder but no image: refused before anything is computed or cached.
+  auto ids = cached->tokenize(request({{kPreamble + " " + kPreamble, {}}}, 0));
+  ASSERT_TRUE(ids.ok());
+  GenerationRequest bad = request({}, 0);
+  bad.messages.reset();
+  bad.prompt_ids = *ids;
+  bad.prompt_ids->push_back(image_token());
+  Outcome o = drain(*cached->submit(std::move(bad)));
+  EXPECT_NE(o.error.find("image placeholder tokens"), std::string::npos) << o.error;
+  EXPECT_EQ(metric(*cached, "tensorfold_prompt_cache_blocks"), blocks);
+  EXPECT_EQ(metric(*cached, "tensorfold_prompt_cache_lookups_total"), lookups);
+}
+
 INSTANTIATE_TEST_SUITE_P(Oracle, PromptCacheEngine,
                          ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
