@@ -388,6 +388,25 @@ try {
     }
   });
 
+  await checks.run('400 over --max-image-pixels for JPEG and WebP headers that declare huge sizes', async () => {
+    // Real files with their size fields rewritten: the refusal must come from the header alone.
+    const jpeg = Buffer.from(readFileSync(`${imagesDir}/jpeg_exif6.jpg`));
+    const sof = jpeg.indexOf(Buffer.from([0xff, 0xc0]));
+    assert(sof > 0, 'no SOF0 marker');
+    jpeg.writeUInt16BE(20000, sof + 5);  // height
+    jpeg.writeUInt16BE(20000, sof + 7);  // width
+    const webp = Buffer.from(readFileSync(`${imagesDir}/webp_lossless.webp`));
+    eq(webp.toString('latin1', 12, 16), 'VP8L', 'lossless WebP chunk');
+    const bits = webp.readUInt32LE(21);
+    webp.writeUInt32LE(((bits & 0xf0000000) | 16383 | (16383 << 14)) >>> 0, 21);  // 16384 x 16384
+    for (const [bytes, mime, w, h] of [[jpeg, 'image/jpeg', 20000, 20000], [webp, 'image/webp', 16384, 16384]]) {
+      const r = await post(s.base, '/v1/chat/completions', { messages: withImage(dataUrl(bytes, mime), 'x'), max_tokens: 4 });
+      expectError(r, 400, `image 1 is ${w}x${h} pixels, over the limit of ${MAX_PIXELS} pixels (and 65535 per side); ` +
+                          'send a smaller image');
+    }
+    await refStillEqual('the pixel limit (JPEG, WebP)');
+  });
+
   await checks.run('SIGTERM with a stream and a request in flight: both cancelled, connections refused, exit 0', async () => {
     const long = { messages: text(words(20, 7)), max_tokens: Math.min(3000, context - 200), ignore_eos: true, temperature: 0 };
     const c = await RawConn.open(s.port);
