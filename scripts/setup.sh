@@ -3,7 +3,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-PKGS="build-essential cmake ninja-build pkg-config git clang clang-format libclang-rt-14-dev \
+PKGS="build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy libclang-rt-14-dev \
   libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev \
   libpcre2-dev libutf8proc-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev"
 missing=""
