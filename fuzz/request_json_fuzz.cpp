@@ -54,7 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const tf::GenerationRequest& g = out.gen;
-  const int sources = int(g.messages.has_value()) + int(g.prompt_text.has_value()) + int(g.prompt_ids.has_value());
+  const int sources =
+      int(g.messages.has_value()) + int(g.prompt_text.has_value()) + int(g.prompt_ids.has_value());
   if (sources != 1) std::abort();
   if (out.chat != g.messages.has_value()) std::abort();
   if (endpoint == tf::Endpoint::Chat && !out.chat) std::abort();
