@@ -2,7 +2,8 @@
 //   TF_BASE_URL=http://127.0.0.1:PORT [TF_SERVER_PID=pid] node tests/e2e/load.mjs   (a running server)
 //   TF_BIN=build/tensorfold TF_CKPT=ckpt node tests/e2e/load.mjs   (starts one: --vision --parallel 8)
 //   [TF_LOAD_N=500] [TF_LOAD_CONC=32] [TF_LOAD_MAX_TOKENS=16]
-// Runs the same mix twice (chat, streamed chat, completions, and a request that must get 400) and
+// Runs the same mix twice (chat, streamed chat, completions, a request that must get 400, and a
+// stream the client abandons after its first chunk) and
 // fails on any 5xx, any unexpected status, server RSS growth between the two runs beyond
 // TF_LOAD_RSS_SLACK_MB (default 8), or (when it started the server) a SIGTERM exit other than 0.
 import { readFileSync } from 'node:fs';
@@ -34,8 +35,9 @@ function rssMb() {
 
 function request(i) {
   const messages = [{ role: 'user', content: `Request ${i % 50}: say something short.` }];
-  switch (i % 4) {
+  switch (i % 5) {
     case 0: return ['/v1/chat/completions', { messages, max_tokens: maxTokens, temperature: 0 }, 200];
+    case 4: return ['/v1/chat/completions', { messages, max_tokens: 2000, ignore_eos: true, stream: true }, 'abort'];
     case 1: return ['/v1/chat/completions', { messages, max_tokens: maxTokens, temperature: 0.7, seed: i, stream: true,
                                              stream_options: { include_usage: true } }, 200];
     case 2: return ['/v1/completions', { prompt: `Item ${i % 50}:`, max_tokens: maxTokens, temperature: 0 }, 200];
@@ -46,6 +48,20 @@ function request(i) {
 async function one(i, stats) {
   const [path, body, want] = request(i);
   const t0 = performance.now();
+  if (want === 'abort') {
+    // The client leaves after the first chunk: the engine drops the request and frees its memory
+    // (checked by the RSS comparison of the two runs).
+    const ac = new AbortController();
+    const r = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body), signal: ac.signal });
+    const reader = r.body.getReader();
+    await reader.read();
+    ac.abort();
+    await reader.read().catch(() => {});
+    stats.latency.push(performance.now() - t0);
+    stats.status[`${r.status} aborted`] = (stats.status[`${r.status} aborted`] ?? 0) + 1;
+    if (r.status !== 200) stats.unexpected.push(`${path} ${r.status} (stream to abort)`);
+    return;
+  }
   const r = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
   const text = await r.text();
   stats.latency.push(performance.now() - t0);
