@@ -69,6 +69,8 @@ class Engine final : public EngineApi {
   // Caches the prompt blocks that end in (begin, end], just computed by a prefill forward.
   void cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
                            int64_t end);
+  void cache_prompt_blocks_into(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
+                                int64_t end);
 
   EngineOptions opts_;
   std::unique_ptr<Pipeline> pipe_;

@@ -81,19 +81,29 @@ Expected<DeviceBuffer> Engine::encode_images_from(const Prompt& p, int64_t resum
     row += nt;
   }
   // Insert only after every copy: an insert may evict an entry copied above.
-  if (cache_)
+  if (cache_) {
     for (auto [k, r] : to_cache) {
       const int64_t nt = p.images[k].n_tokens;
       DeviceBuffer own = b.alloc(dt, {nt, hidden});
       b.copy(fresh.tensor().slice_rows(r, r + nt), own);
       cache_->insert_image(p.images[k].identity, std::move(own));
     }
+    metrics_.set_prompt_cache(static_cast<int64_t>(cache_->bytes()), static_cast<int64_t>(cache_->n_blocks()),
+                              cache_->n_evicted());
+  }
   return out;
 }
 
 void Engine::cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
                                  int64_t end) {
   if (!cache_) return;
+  cache_prompt_blocks_into(keys, cache, begin, end);
+  metrics_.set_prompt_cache(static_cast<int64_t>(cache_->bytes()), static_cast<int64_t>(cache_->n_blocks()),
+                            cache_->n_evicted());
+}
+
+void Engine::cache_prompt_blocks_into(const std::vector<std::string>& keys, SequenceCache& cache,
+                                      int64_t begin, int64_t end) {
   const int64_t B = PrefixCache::kBlock;
   for (int64_t i = begin / B; (i + 1) * B <= end && i < static_cast<int64_t>(keys.size()); ++i) {
     if ((i + 1) * B <= begin) continue;
@@ -105,8 +115,6 @@ void Engine::cache_prompt_blocks(const std::vector<std::string>& keys, SequenceC
     }
     if (!cache_->insert(keys, static_cast<size_t>(i), std::move(blk).value())) return;  // over budget
   }
-  metrics_.set_prompt_cache(static_cast<int64_t>(cache_->bytes()), static_cast<int64_t>(cache_->n_blocks()),
-                            cache_->n_evicted());
 }
 
 }  // namespace tf
