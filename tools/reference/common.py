@@ -89,6 +89,16 @@ def put(store, hashes, name, t):
         store[name] = t
 
 
+def compact_bf16(store):
+    """F32 tensors whose every value is exactly a bf16 value (stages of a bf16 model) are stored as BF16:
+    lossless, and half the bytes. tools/reference/compact_stages.py applies the same rule to old files."""
+    import torch
+    for k, t in list(store.items()):
+        if t.dtype == torch.float32 and t.numel() and torch.equal(t.view(torch.int32) & 0xFFFF, torch.zeros_like(t, dtype=torch.int32)):
+            store[k] = t.bfloat16()
+    return store
+
+
 def save_tensors(path, tensors):
     from safetensors.torch import save_file
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -4,7 +4,7 @@ import json
 import os
 import re
 
-from common import put, save_tensors, tensor_sha256, write_json
+from common import compact_bf16, put, save_tensors, tensor_sha256, write_json
 
 N_NEW = 64
 N_TAIL = 8  # teacher-forced logits rows kept: positions P-1 .. P+6 (predicting new tokens 0..7)
@@ -201,7 +201,7 @@ def write_golden(ckpt, out_dir, images_dir, subset=None, device="cpu", command=N
                 img_info["image_grid_thw"] = inputs["image_grid_thw"].tolist()
         image_id = model.config.image_token_id
         n_img = int((inputs["input_ids"] == image_id).sum())
-        save_tensors(os.path.join(cdir, "stages.safetensors"), store)
+        save_tensors(os.path.join(cdir, "stages.safetensors"), compact_bf16(store))
         write_json(os.path.join(cdir, "prompt.json"), {
             "messages": [{**m, "content": [{k: (os.path.basename(v) if k == "path" else v) for k, v in c.items()}
                                            for c in m["content"]] if isinstance(m["content"], list) else m["content"]}

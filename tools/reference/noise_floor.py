@@ -31,7 +31,10 @@ def cos_rel(a, b):
 
 def main():
     import torch
-    from safetensors.numpy import load_file
+    from safetensors.torch import load_file as _load
+
+    def load_file(path):  # stages may be BF16 (compact_bf16): compare as f32
+        return {k: (v.float().numpy() if v.is_floating_point() else v.numpy()) for k, v in _load(path).items()}
     import model_goldens as mg
     from common import deterministic, versions, write_json
     orig_conv, orig_greedy = mg.conversations, mg.greedy

@@ -9,12 +9,15 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "base/status.h"
 #include "tensor/dtype.h"
 
 namespace tf::oracle_noise {
@@ -27,6 +30,23 @@ struct NoiseFloor {
   bool present = false;
   std::map<std::string, StageFloor> stages;
 };
+
+// A golden stage as f32: the oracle stores stages of bf16 models as BF16 (lossless, common.compact_bf16)
+// and the rest as F32. `data` may be misaligned (safetensors has no alignment).
+inline std::vector<float> stage_f32(DType dtype, const void* data, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  if (dtype == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t b;
+      std::memcpy(&b, static_cast<const uint8_t*>(data) + 2 * i, 2);
+      v[static_cast<size_t>(i)] = bf16_to_f32(b);
+    }
+  } else {
+    TF_CHECK(dtype == DType::F32);
+    std::memcpy(v.data(), data, static_cast<size_t>(n) * 4);
+  }
+  return v;
+}
 
 inline NoiseFloor read_noise_floor(const std::string& case_dir) {
   NoiseFloor nf;

@@ -35,11 +35,7 @@ const Loaded& model_for(const std::string& ckpt) {
 }
 
 std::vector<float> f32_of(const SafetensorsEntry& e) {
-  const int64_t n = shape_numel(e.shape);
-  std::vector<float> v(static_cast<size_t>(n));
-  TF_CHECK(e.dtype == DType::F32);
-  std::memcpy(v.data(), e.data, static_cast<size_t>(n) * 4);
-  return v;
+  return oracle_noise::stage_f32(e.dtype, e.data, shape_numel(e.shape));
 }
 
 // Teacher-forced pass (prompt + HF's 64 greedy ids, use_cache=False in the oracle) with captures.
