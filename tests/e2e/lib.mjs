@@ -87,7 +87,7 @@ export class Server {
     }
   }
   // Waits until the log matches `re` (from character `from` on); returns the match.
-  async waitLog(re, timeoutMs = 20000, from = 0) {
+  async waitLog(re, timeoutMs = 90000, from = 0) {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const m = this.log.slice(from).match(re);
@@ -134,7 +134,7 @@ export class RawConn {
   send(s) {
     this.sock.write(s);
   }
-  async waitFor(pred, timeoutMs = 20000) {
+  async waitFor(pred, timeoutMs = 60000) {
     const deadline = Date.now() + timeoutMs;
     while (!pred(this.data)) {
       if (this.closed || Date.now() > deadline) return false;

@@ -229,7 +229,7 @@ try {
     c.send(rawRequest('/v1/chat/completions', JSON.stringify({ messages, max_tokens: 16, stream: true }), AUTH));
     await sleep(30);
     c.destroy();
-    const m = await s.waitLog(new RegExp(`reason=(\\S+) prompt=(\\d+) tokens=(\\d+)[^\\n]*\\n`), 20000, from);
+    const m = await s.waitLog(new RegExp(`reason=(\\S+) prompt=(\\d+) tokens=(\\d+)[^\\n]*\\n`), 90000, from);
     console.log(`     (tokenize ${n} tokens; dropped ${Date.now() - t0} ms after sending: ${m[0].trim()})`);
     eq(m[1], 'client-left', 'reason');
     assert(Number(m[2]) === n || Number(m[2]) === 0, `prompt=${m[2]} (expected ${n}, or 0 if dropped while queued)`);
