@@ -23,6 +23,9 @@ const char* kHelp =
     "  --ignore-eos         keep generating past end-of-sequence tokens\n"
     "  --no-thinking        chat_template_kwargs {\"enable_thinking\": false}\n"
     "  --backend cpu|cuda   (default cpu)\n"
+    "  --drafts auto|copy|mtp|off  draft decoding source; output is the same (default auto: mtp\n"
+    "                       where the checkpoint has MTP layers, else copy = prompt lookup)\n"
+    "  --no-drafts          same as --drafts off\n"
     "  --json               print {text, prompt_ids, token_ids, token_sha256, finish_reason, usage}\n";
 
 int fail(const std::string& msg) {
@@ -33,10 +36,10 @@ int fail(const std::string& msg) {
 }  // namespace
 
 int ocr_main(int argc, char** argv) {
-  auto parsed =
-      parse_args(argc, argv, 2,
-                 {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend"},
-                 {"--ignore-eos", "--json", "--help", "--no-thinking"});
+  auto parsed = parse_args(
+      argc, argv, 2,
+      {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend", "--drafts"},
+      {"--ignore-eos", "--json", "--help", "--no-thinking", "--no-drafts"});
   if (!parsed.ok()) {
     std::fprintf(stderr, "tensorfold ocr: %s\n", parsed.error().message.c_str());
     return 2;
@@ -112,6 +115,9 @@ int ocr_main(int argc, char** argv) {
             });
   if (!ok) return fail("a sampling flag is out of range (see --help)");
   go.ignore_eos = a.has("--ignore-eos");
+  auto drafts = parse_draft_mode(a.has("--no-drafts") ? "off" : a.get("--drafts").value_or("auto"));
+  if (!drafts.ok()) return fail(drafts.error().message);
+  go.drafts.mode = *drafts;
   int64_t ctx = p.info().max_position_embeddings;
   int64_t n_prompt = static_cast<int64_t>(prompt->ids.size());
   if (ctx > 0 && n_prompt + go.max_tokens > ctx) go.max_tokens = std::max<int64_t>(0, ctx - n_prompt);
@@ -149,7 +155,11 @@ int ocr_main(int argc, char** argv) {
                   {"total_tokens", n_prompt + static_cast<int64_t>(r->ids.size())},
                   {"vision_seconds", r->vision_seconds},
                   {"prefill_seconds", r->prefill_seconds},
-                  {"decode_seconds", r->decode_seconds}};
+                  {"decode_seconds", r->decode_seconds},
+                  {"decode_steps", r->decode_steps},
+                  {"drafts", r->drafts},
+                  {"draft_proposed", r->draft_proposed},
+                  {"draft_accepted", r->draft_accepted}};
   std::puts(out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   return 0;
 }

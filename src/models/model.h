@@ -77,6 +77,11 @@ struct ForwardBatch {
   // multiple of 64 (counted from 0, after the rows before it), for snapshot(). Kept states live in
   // the cache until snapshot() takes them or the next forward drops them. Ignored by pure attention.
   bool keep_block_states = false;
+  // Draft verification: the rows are consecutive positions continuing the cache (the last token,
+  // then the drafts), each computed exactly as one-token decoding computes it (for Qwen3.5: the
+  // recurrent delta rule and the conv one row at a time, never the chunked rule), and the state
+  // after every row is kept so that rollback() can return to it. No image rows.
+  bool decode_rows = false;
 };
 
 // Receives named intermediates (HF module names, e.g. "model.language_model.layers.3") as host
@@ -116,6 +121,23 @@ class Model {
   // [0, end) in order: K/V rows of each, and the recurrent state of the last. The next forward
   // continues at position end. Error (cache unchanged) when the blocks do not fit or do not chain.
   virtual Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) = 0;
+
+  // ---- drafts (runtime/drafts.h) ---------------------------------------------------------------
+  // Drops positions >= n_positions. After a decode_rows forward over positions [p0, p0 + n),
+  // n_positions may be anything in [p0 + 1, p0 + n]: the cache is then bit for bit what one-token
+  // decoding leaves after position n_positions - 1. Error (nothing changed) for other values.
+  virtual Status rollback(SequenceCache& cache, int64_t n_positions) = 0;
+  // Multi-token-prediction layers the checkpoint carries and the model can draft with (0: none).
+  virtual int64_t n_mtp_layers() const { return 0; }
+  // From now on every forward on this cache also runs the MTP module over its rows, so the MTP
+  // layer's own KV cache stays in step (call before the first forward). Error without MTP layers.
+  virtual Status enable_mtp(SequenceCache& /*cache*/) { return make_error("this model has no MTP layers"); }
+  // Up to k greedy MTP proposals for the tokens after `next_token`, the sampled token that follows
+  // the cache's last position (it is not forwarded yet). Proposals only: the caller verifies them.
+  virtual Expected<std::vector<int32_t>> propose_mtp(SequenceCache& /*cache*/, int32_t /*next_token*/,
+                                                     int /*k*/) {
+    return make_error("this model has no MTP layers");
+  }
 };
 
 }  // namespace tf

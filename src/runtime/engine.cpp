@@ -29,8 +29,9 @@ struct Engine::Sequence {
   std::vector<std::string> block_keys;  // the prompt's block keys (prompt cache on)
   std::vector<int32_t> output;
   std::optional<IncrementalDetokenizer> detok;
-  std::string text_pending;  // decoded text held back while it may start a stop string
-  Buffer logits;             // [1, vocab] of the last forward
+  std::string text_pending;        // decoded text held back while it may start a stop string
+  Buffer logits;                   // [1, vocab] of the last forward
+  std::optional<Drafter> drafter;  // set when this sequence decodes with drafts
 };
 
 namespace {
@@ -83,6 +84,10 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
   // chunked prefill computes the same numbers as one pass.
   e->opts_.prefill_chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  TF_ASSIGN(e->draft_mode_, resolve_draft_mode(opts.drafts.mode, e->pipe_->model()));
+  if (e->draft_mode_ != DraftMode::kOff)
+    log_info(std::string("drafts: ") + draft_mode_name(e->draft_mode_) + ", up to " +
+             std::to_string(opts.drafts.k) + " per step (verified: output equals plain decoding)");
   if (opts.cache_mb > 0) {
     e->cache_ = std::make_unique<PrefixCache>(static_cast<size_t>(opts.cache_mb * 1048576.0));
     log_info("prompt cache: " + std::to_string(e->cache_->budget() >> 20) + " MiB, blocks of " +
@@ -230,6 +235,15 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
   }
   s.n_cached = resume_from_cache(s.prompt, *s.cache, s.block_keys);
   s.n_prefilled = s.n_cached;
+  if (draft_mode_ != DraftMode::kOff && s.req.use_drafts) {
+    s.drafter.emplace(pipe_->model(), draft_mode_, opts_.drafts);
+    if (Status st = s.drafter->begin(*s.cache); !st.ok()) {
+      s.channel->push(error_event(500, st.error().message));
+      finish(s, "error");
+      sp.reset();
+      return;
+    }
+  }
   s.phase = s.prompt.images.empty() ? Sequence::Phase::Prefill : Sequence::Phase::Vision;
   EngineEvent started = make_event(EngineEvent::Kind::Started);
   started.prompt_ids = s.prompt.ids;
@@ -241,16 +255,22 @@ void Engine::finish(Sequence& s, const std::string& reason) {
   int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
   int64_t n_out = static_cast<int64_t>(s.output.size());
   metrics_.finished(reason, n_prompt, n_out, s.n_cached);
+  const int64_t proposed = s.drafter ? s.drafter->proposed() : 0,
+                accepted = s.drafter ? s.drafter->accepted() : 0;
+  metrics_.drafts(proposed, accepted);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2fs", secs);
   log_info(s.req.id + " reason=" + reason + " prompt=" + std::to_string(n_prompt) +
-           " tokens=" + std::to_string(n_out) + " cached=" + std::to_string(s.n_cached) + " after=" + buf);
+           " tokens=" + std::to_string(n_out) + " cached=" + std::to_string(s.n_cached) +
+           " drafts=" + std::to_string(accepted) + "/" + std::to_string(proposed) + " after=" + buf);
   if (reason == "stop" || reason == "length") {
     EngineEvent e = make_event(EngineEvent::Kind::Finished);
     e.finish_reason = reason;
     e.usage.prompt_tokens = n_prompt;
     e.usage.completion_tokens = n_out;
     e.usage.cached_tokens = s.n_cached;
+    e.usage.draft_proposed = proposed;
+    e.usage.draft_accepted = accepted;
     s.channel->push(std::move(e));
   }
 }
@@ -302,6 +322,7 @@ bool Engine::step(Sequence& s) {
     s.phase = Sequence::Phase::Prefill;
     return true;
   }
+  if (s.phase == Sequence::Phase::Decode) return decode(s);
   ForwardBatch b;
   const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
   Tensor slice;
@@ -321,11 +342,6 @@ bool Engine::step(Sequence& s) {
     if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
     b.keep_block_states = cache_ != nullptr;
     s.n_prefilled = end;
-  } else {
-    int32_t last = s.output.back();
-    b.token_ids = {last};
-    b.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
-    b.logit_rows = {0};
   }
   auto logits = m.forward(b, *s.cache);
   if (!logits.ok()) {
@@ -333,13 +349,54 @@ bool Engine::step(Sequence& s) {
     finish(s, "error");
     return false;
   }
-  if (s.phase == Sequence::Phase::Prefill)
-    cache_prompt_blocks(s.block_keys, *s.cache, b.positions.front(), b.positions.back() + 1);
+  cache_prompt_blocks(s.block_keys, *s.cache, b.positions.front(), b.positions.back() + 1);
   if (b.logit_rows.empty()) return true;  // more prefill to do
   s.phase = Sequence::Phase::Decode;
   s.logits = std::move(logits).value();
   std::span<const float> row(s.logits.as<float>(), static_cast<size_t>(info.vocab_size));
   int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
+  return take_token(s, tok, row);
+}
+
+bool Engine::decode(Sequence& s) {
+  Model& m = pipe_->model();
+  const int64_t vocab = m.info().vocab_size;
+  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
+  if (s.drafter) {
+    const int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
+    auto st = s.drafter->step(*s.cache, s.prompt.ids, s.output, s.req.sampling, left);
+    if (!st.ok()) {
+      s.channel->push(error_event(500, st.error().message));
+      finish(s, "error");
+      return false;
+    }
+    // Tokens one at a time through the same stop checks as plain decoding, so a stop cuts exactly
+    // where it would have cut there.
+    for (size_t i = 0; i < st->tokens.size(); ++i) {
+      if (static_cast<int>(i) < st->accepted) s.drafter->count_accepted(1);  // before finish() reads it
+      std::span<const float> row(st->logits.as<float>() + i * static_cast<size_t>(vocab),
+                                 static_cast<size_t>(vocab));
+      if (!take_token(s, st->tokens[i], row)) return false;
+    }
+    return true;
+  }
+  ForwardBatch b;
+  b.token_ids = {s.output.back()};
+  b.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
+  b.logit_rows = {0};
+  auto logits = m.forward(b, *s.cache);
+  if (!logits.ok()) {
+    s.channel->push(error_event(400, logits.error().message));
+    finish(s, "error");
+    return false;
+  }
+  s.logits = std::move(logits).value();
+  std::span<const float> row(s.logits.as<float>(), static_cast<size_t>(vocab));
+  int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
+  return take_token(s, tok, row);
+}
+
+bool Engine::take_token(Sequence& s, int32_t tok, std::span<const float> row) {
   s.output.push_back(tok);
   emit_token(s, tok, row);
   bool is_eos = std::find(s.eos.begin(), s.eos.end(), tok) != s.eos.end();

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "image/image.h"
+#include "runtime/drafts.h"
 #include "runtime/engine_api.h"
 #include "runtime/metrics.h"
 #include "runtime/pipeline.h"
@@ -35,6 +36,9 @@ struct EngineOptions {
   // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
   // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
   double cache_mb = 1024;
+  // Draft decoding (runtime/drafts.h): kAuto = MTP drafts when the checkpoint has MTP layers, else
+  // copy drafts; kOff for --no-drafts. Output never depends on it (only speed does).
+  DraftOptions drafts;
 };
 
 class Engine final : public EngineApi {
@@ -59,6 +63,10 @@ class Engine final : public EngineApi {
   void admit(std::unique_ptr<Sequence>& s);
   bool step(Sequence& s);  // false when the sequence finished
   void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
+  // Appends and emits one sampled token, then applies the stop conditions; false when finished.
+  bool take_token(Sequence& s, int32_t tok, std::span<const float> logits);
+  // One decode step: the last token (plus drafts when the sequence drafts). False when finished.
+  bool decode(Sequence& s);
   void finish(Sequence& s, const std::string& reason);
   // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
   // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
@@ -75,6 +83,7 @@ class Engine final : public EngineApi {
   EngineOptions opts_;
   std::unique_ptr<Pipeline> pipe_;
   int64_t context_ = 0;
+  DraftMode draft_mode_ = DraftMode::kOff;  // resolved from opts_.drafts.mode
   int64_t created_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;

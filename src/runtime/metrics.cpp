@@ -12,6 +12,12 @@ void EngineMetrics::finished(const std::string& reason, int64_t prompt, int64_t 
   cached_tokens_ += cached;
 }
 
+void EngineMetrics::drafts(int64_t proposed, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  draft_proposed_ += proposed;
+  draft_accepted_ += accepted;
+}
+
 void EngineMetrics::prompt_cache_lookup(bool hit) {
   std::lock_guard<std::mutex> lock(mu_);
   cache_lookups_++;
@@ -52,6 +58,12 @@ std::string EngineMetrics::text() const {
     << "\n";
   o << "# TYPE tensorfold_cached_tokens_total counter\ntensorfold_cached_tokens_total " << cached_tokens_
     << "\n";
+  o << "# HELP tensorfold_draft_tokens_proposed_total Draft tokens proposed for verification.\n"
+       "# TYPE tensorfold_draft_tokens_proposed_total counter\ntensorfold_draft_tokens_proposed_total "
+    << draft_proposed_ << "\n";
+  o << "# HELP tensorfold_draft_tokens_accepted_total Draft tokens accepted (emitted as output).\n"
+       "# TYPE tensorfold_draft_tokens_accepted_total counter\ntensorfold_draft_tokens_accepted_total "
+    << draft_accepted_ << "\n";
   o << "# HELP tensorfold_prompt_cache_lookups_total Admitted requests looked up in the prompt cache.\n"
        "# TYPE tensorfold_prompt_cache_lookups_total counter\ntensorfold_prompt_cache_lookups_total "
     << cache_lookups_ << "\n";

@@ -12,6 +12,8 @@ class EngineMetrics {
  public:
   void finished(const std::string& reason, int64_t prompt, int64_t output, int64_t cached);
   void step_seconds(double s);
+  // Draft tokens proposed and accepted (emitted) by a finished request.
+  void drafts(int64_t proposed, int64_t accepted);
   // Prompt cache: one lookup per admitted request (hit: some prefix was restored), one per image
   // encoded or reused, and the cache's size after a change.
   void prompt_cache_lookup(bool hit);
@@ -25,6 +27,7 @@ class EngineMetrics {
   mutable std::mutex mu_;
   std::map<std::string, int64_t> finished_;
   int64_t prompt_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
+  int64_t draft_proposed_ = 0, draft_accepted_ = 0;
   int64_t cache_lookups_ = 0, cache_hits_ = 0, image_lookups_ = 0, image_hits_ = 0;
   int64_t cache_bytes_ = 0, cache_blocks_ = 0, cache_evicted_ = 0;
   static constexpr std::array<double, 10> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};

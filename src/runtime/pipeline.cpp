@@ -159,6 +159,13 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   std::vector<std::vector<int64_t>> grids;
   for (const auto& im : prompt.images) grids.push_back(im.grid_thw);
   TF_TRY(m.begin_prompt(*cache, prompt.ids, grids));
+  TF_ASSIGN(DraftMode mode, resolve_draft_mode(opts.drafts.mode, m));
+  std::optional<Drafter> drafter;
+  if (mode != DraftMode::kOff) {
+    drafter.emplace(m, mode, opts.drafts);
+    TF_TRY(drafter->begin(*cache));
+  }
+  r.drafts = draft_mode_name(mode);
   // Chunk boundaries on multiples of 64 from position 0 keep Qwen3.5's delta-rule chunks where a
   // single full pass puts them (DESIGN: chunking never changes a row's numbers).
   const int64_t chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
@@ -187,25 +194,44 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   r.prefill_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   const auto& eos = p.defaults().eos_token_ids;
+  const size_t vocab = static_cast<size_t>(info.vocab_size);
   r.finish_reason = "length";
-  for (int64_t step = 0; step < opts.max_tokens; ++step) {
-    std::span<const float> row(logits.as<float>(), static_cast<size_t>(info.vocab_size));
-    int32_t tok = sample_token(row, opts.sampling, static_cast<uint64_t>(step));
+  // false when generation ends at this token (drafted steps stop exactly where plain decoding would).
+  auto take = [&](int32_t tok) {
     r.ids.push_back(tok);
     if (on_token && !on_token(tok)) {
       r.finish_reason = "cancelled";
-      break;
+      return false;
     }
     if (!opts.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) {
       r.finish_reason = "stop";
-      break;
+      return false;
     }
-    if (step + 1 == opts.max_tokens) break;
+    return static_cast<int64_t>(r.ids.size()) < opts.max_tokens;
+  };
+  bool more = take(sample_token(std::span<const float>(logits.as<float>(), vocab), opts.sampling, 0));
+  while (more) {
+    ++r.decode_steps;
+    if (drafter) {
+      TF_ASSIGN(Drafter::Step st, drafter->step(*cache, prompt.ids, r.ids, opts.sampling,
+                                                opts.max_tokens - static_cast<int64_t>(r.ids.size())));
+      for (size_t i = 0; i < st.tokens.size() && more; ++i) {
+        if (static_cast<int>(i) < st.accepted) drafter->count_accepted(1);
+        more = take(st.tokens[i]);
+      }
+      continue;
+    }
     ForwardBatch b;
-    b.token_ids = {tok};
-    b.positions = {static_cast<int32_t>(n_prompt + step)};
+    b.token_ids = {r.ids.back()};
+    b.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(r.ids.size()) - 1)};
     b.logit_rows = {0};
     TF_ASSIGN(logits, m.forward(b, *cache));
+    more = take(sample_token(std::span<const float>(logits.as<float>(), vocab), opts.sampling,
+                             static_cast<uint64_t>(r.ids.size())));
+  }
+  if (drafter) {
+    r.draft_proposed = drafter->proposed();
+    r.draft_accepted = drafter->accepted();
   }
   r.decode_seconds = seconds_since(t0);
   return r;

@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "models/model.h"
 #include "models/processor.h"
+#include "runtime/drafts.h"
 #include "runtime/sampler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -85,12 +86,16 @@ struct GenerateOptions {
   int64_t max_tokens = 256;
   bool ignore_eos = false;
   int64_t prefill_chunk = 512;
+  DraftOptions drafts;  // kAuto: MTP drafts when the checkpoint has them, else copy; kOff: plain
 };
 
 struct GenerateResult {
   std::vector<int32_t> ids;
   std::string finish_reason;  // "stop" | "length"
   double prefill_seconds = 0, decode_seconds = 0, vision_seconds = 0;
+  std::string drafts = "off";                      // the draft source used
+  int64_t draft_proposed = 0, draft_accepted = 0;  // accepted: drafts emitted as output
+  int64_t decode_steps = 0;                        // decode forwards after the prefill
 };
 
 // Greedy or seeded sampling for one prompt. on_token(id) returns false to stop early ("cancelled").

@@ -1,5 +1,7 @@
 #include "server/response_build.h"
 
+#include <algorithm>
+
 #include "base/sha256.h"
 
 namespace tf {
@@ -54,6 +56,11 @@ json usage_json(const Usage& u) {
   j["completion_tokens"] = u.completion_tokens;
   j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
   j["prompt_tokens_details"] = json{{"cached_tokens", u.cached_tokens}};
+  // Draft decoding reported in OpenAI's predicted-outputs fields: accepted = draft tokens that were
+  // verified and emitted, rejected = the other proposed drafts (runtime/drafts.h).
+  j["completion_tokens_details"] =
+      json{{"accepted_prediction_tokens", u.draft_accepted},
+           {"rejected_prediction_tokens", std::max<int64_t>(0, u.draft_proposed - u.draft_accepted)}};
   return j;
 }
 

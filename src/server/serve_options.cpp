@@ -60,6 +60,9 @@ const FlagSpec kFlags[] = {
     {"--allowed-media-dir", "DIR", "allow file:// image URLs under DIR (default: file:// refused)"},
     {"--cache-mb", "N", "prompt-cache budget in MiB (default: 1024)"},
     {"--no-drafts", nullptr, "disable draft (speculative) decoding (default: drafts on)"},
+    {"--drafts", "auto|copy|mtp|off",
+     "draft source: copy = prompt lookup, mtp = the checkpoint's MTP layers, auto = mtp where the "
+     "checkpoint has them, else copy; output is the same either way (default: auto)"},
     {"--help", nullptr, "print this help and exit"},
 };
 
@@ -112,6 +115,10 @@ Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
     o.no_thinking = true;
   } else if (flag == "--no-drafts") {
     o.no_drafts = true;
+  } else if (flag == "--drafts") {
+    if (v != "auto" && v != "copy" && v != "mtp" && v != "off")
+      return make_error("--drafts must be auto, copy, mtp or off, got '" + v + "'");
+    o.drafts = v;
   } else if (flag == "--help") {
     out.help = true;
   }

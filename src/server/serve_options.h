@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string allowed_media_dir;          // empty: file:// image URLs are refused
   int64_t cache_mb = 1024;                // prompt-cache budget
   bool no_drafts = false;
+  std::string drafts = "auto";  // auto | copy | mtp | off (runtime/drafts.h); --no-drafts = off
 
   // The name /v1/models lists and `model` must match: --name, else the checkpoint's last path
   // component (trailing slashes ignored).

@@ -45,4 +45,12 @@ std::unique_ptr<SequenceCache> LightOnOcrModel::new_cache(int64_t capacity) {
   return c;
 }
 
+Status LightOnOcrModel::rollback(SequenceCache& cache, int64_t n_positions) {
+  if (!dynamic_cast<KvCache*>(&cache)) return make_error("rollback: the cache was not made by this model");
+  if (n_positions < 1 || n_positions > cache.capacity())
+    return make_error("rollback: " + std::to_string(n_positions) +
+                      " positions do not fit the cache (capacity " + std::to_string(cache.capacity()) + ")");
+  return {};
+}
+
 }  // namespace tf::lighton_ocr

@@ -38,6 +38,9 @@ class LightOnOcrModel final : public Model {
   // cache_blocks.cpp: K/V rows of every layer ([end - begin, kv_heads, head_dim] k then v per layer).
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
+  // Pure attention: every row is computed alone already, and K/V beyond a position are never read
+  // before they are rewritten, so rolling back only checks the bound.
+  Status rollback(SequenceCache& cache, int64_t n_positions) override;
   const Config& config() const { return cfg_; }
 
  private:

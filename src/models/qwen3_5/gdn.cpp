@@ -1,6 +1,7 @@
 // Gated DeltaNet mixer (Qwen3_5GatedDeltaNet.forward): projections, causal conv with the carried
 // window, q/k/v split, fp32 gates, the delta rule (chunked for several tokens, recurrent for one
-// token on a cached state), gated RMSNorm per value head, out_proj.
+// token on a cached state or row by row for draft verification), gated RMSNorm per value head,
+// out_proj.
 #include <numeric>
 
 #include "models/layers/util.h"
@@ -12,7 +13,8 @@ namespace {
 constexpr int64_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_size
 }
 
-void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int64_t pos0, const Tensor& out) {
+void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int64_t pos0, bool decode_rows,
+                                 const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const LinearAttnWeights& G = w_.layers[l].linear;
@@ -44,12 +46,21 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int6
       if (s.pos == pos) return &s;
     return nullptr;
   };
-  // One call over n rows equals calls split anywhere; split at the multiples of 64 whose window
-  // the prompt cache keeps.
-  for (auto [r0, r1] : segments) {
-    b.causal_conv1d_silu(qkv.tensor().slice_rows(r0, r1), G.conv1d, c.conv[l],
-                         conv.tensor().slice_rows(r0, r1));
-    if (Qwen35Cache::BlockState* kept = kept_at(pos0 + r1)) b.copy(c.conv[l], kept->conv[l]);
+  if (decode_rows) {
+    // Draft verification: one row at a time, as one-token decoding runs it, keeping each window.
+    for (int64_t i = 0; i < n; ++i) {
+      b.causal_conv1d_silu(qkv.tensor().slice_rows(i, i + 1), G.conv1d, c.conv[l],
+                           conv.tensor().slice_rows(i, i + 1));
+      b.copy(c.conv[l], c.kept.conv[l].tensor().slice_rows(i, i + 1));
+    }
+  } else {
+    // One call over n rows equals calls split anywhere; split at the multiples of 64 whose window
+    // the prompt cache keeps.
+    for (auto [r0, r1] : segments) {
+      b.causal_conv1d_silu(qkv.tensor().slice_rows(r0, r1), G.conv1d, c.conv[l],
+                           conv.tensor().slice_rows(r0, r1));
+      if (Qwen35Cache::BlockState* kept = kept_at(pos0 + r1)) b.copy(c.conv[l], kept->conv[l]);
+    }
   }
 
   // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
@@ -70,7 +81,15 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, Qwen35Cache& c, int6
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);
 
   DeviceBuffer core = b.alloc(act, {n, hv, dv});
-  if (n == 1 && pos0 > 0 && pos0 >= prompt_len) {
+  if (decode_rows) {
+    for (int64_t i = 0; i < n; ++i) {
+      b.gated_delta_rule_recurrent(q.tensor().slice_rows(i, i + 1), k.tensor().slice_rows(i, i + 1),
+                                   v.tensor().slice_rows(i, i + 1), g.tensor().slice_rows(i, i + 1),
+                                   beta.tensor().slice_rows(i, i + 1), c.state[l],
+                                   core.tensor().slice_rows(i, i + 1));
+      b.copy(c.state[l], c.kept.state[l].tensor().slice_rows(i, i + 1));
+    }
+  } else if (n == 1 && pos0 > 0 && pos0 >= prompt_len) {
     b.gated_delta_rule_recurrent(q, k, v, g, beta, c.state[l], core);
   } else {
     // Prompt rows (a one-row prefill chunk included) take the chunked rule, as HF's single pass

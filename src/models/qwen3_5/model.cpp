@@ -18,7 +18,7 @@ Expected<std::unique_ptr<Model>> load(const JsonConfig& config, WeightMap weight
         "--vision: qwen3_5 checkpoint has no image tower; serving text only, and image requests are refused");
   if (w.mtp.n_tensors > 0)
     log_info("qwen3_5: " + std::to_string(w.mtp.n_tensors) + " mtp.* tensors mapped (" +
-             std::to_string(w.mtp.layers.size()) + " MTP layer(s)); generation does not use them");
+             std::to_string(w.mtp.layers.size()) + " MTP layer(s)), used for MTP drafts (--drafts)");
   const TextConfig& t = cfg.text;
   ModelInfo info;
   info.family = "qwen3_5";

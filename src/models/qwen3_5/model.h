@@ -43,6 +43,14 @@ class Qwen35Cache final : public SequenceCache {
   std::vector<DeviceBuffer> conv;   // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
   std::vector<DeviceBuffer> state;  // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
 
+  // Draft verification (ForwardBatch::decode_rows): the state after each row of the last such
+  // forward, over positions [rows_pos0, rows_pos0 + n_rows), for rollback().
+  struct KeptRows {
+    int64_t pos0 = -1, n = 0;
+    std::vector<DeviceBuffer> conv;   // per layer (linear only): [n_max, conv_dim, K-1] act
+    std::vector<DeviceBuffer> state;  // per layer (linear only): [n_max, Hv, Dk, Dv] F32
+    DeviceBuffer hidden;              // [n_max, hidden] act: final-norm output of each row (MTP input)
+  } kept;
   // Prompt cache (ForwardBatch::keep_block_states): for each multiple of 64 reached inside the last
   // forward, the conv window and delta-rule state of every linear layer there, for snapshot().
   struct BlockState {
@@ -51,6 +59,14 @@ class Qwen35Cache final : public SequenceCache {
   };
   bool keep_block_states = false;
   std::vector<BlockState> block_states;
+  // Multi-token prediction (Model::enable_mtp): the MTP layers' own K/V, kept in step with forward.
+  // MTP position p reads the target's final hidden state at p and the embedding of token p + 1.
+  struct Mtp {
+    bool on = false;
+    std::vector<DeviceBuffer> k, v;  // per MTP layer: [capacity, Hkv, D] act
+    DeviceBuffer hidden;             // [1, hidden] act: target final hidden at position n_past - 1
+    int64_t n_done = 0;              // MTP positions [0, n_done) hold K/V of the real tokens
+  } mtp;
 };
 
 class Qwen35Model final : public Model {
@@ -79,24 +95,45 @@ class Qwen35Model final : public Model {
                       const std::vector<std::vector<int64_t>>& image_grids) override;
   const Config& config() const { return cfg_; }
   const Weights& weights() const { return w_; }
+  // Conv windows, delta-rule states and (with MTP) the pending hidden state come from the kept row;
+  // attention K/V need only the length (positions past it are rewritten before they are read).
+  Status rollback(SequenceCache& cache, int64_t n_positions) override;
+  // mtp.py: usable when mtp.fc and every tensor of the first MTP layer are present.
+  int64_t n_mtp_layers() const override;
+  Status enable_mtp(SequenceCache& cache) override;
   // cache_blocks.cpp: per layer, k and v rows [end - begin, Hkv, D] (full attention) or the conv
   // window and delta-rule state at `end` (linear).
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
 
+  Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
+
  private:
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
-  // gdn.cpp: one Gated DeltaNet mixer over x[n, hidden] -> out[n, hidden]
-  void gated_deltanet(size_t layer, const Tensor& x, Qwen35Cache& cache, int64_t pos0, const Tensor& out);
-  // text.cpp: one gated full-attention mixer
-  void full_attention(size_t layer, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                      const Tensor& slots, const Tensor& ranges, Qwen35Cache& cache, const Tensor& out);
-
+  // gdn.cpp: one Gated DeltaNet mixer over x[n, hidden] -> out[n, hidden]. decode_rows: one row
+  // at a time with the recurrent rule, keeping each row's conv window and state in cache.kept.
+  void gated_deltanet(size_t layer, const Tensor& x, Qwen35Cache& cache, int64_t pos0, bool decode_rows,
+                      const Tensor& out);
+  // text.cpp: one gated full-attention mixer over the K/V cache k_cache/v_cache [capacity, Hkv, D]
+  void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                      const Tensor& slots, const Tensor& ranges, const Tensor& k_cache, const Tensor& v_cache,
+                      const Tensor& out);
+  // text.cpp: M-RoPE cos/sin [n, rotary_dim] act for positions pos0 .. pos0 + n - 1 of this cache
+  void mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t n, DeviceBuffer& cos, DeviceBuffer& sin);
   // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot
   // per multiple of 64 in (pos0, pos0 + n] for gated_deltanet to fill.
   void prepare_block_states(Qwen35Cache& cache, int64_t pos0, int64_t n, bool keep);
+  // mtp.cpp: grows cache.kept to hold n rows (decode_rows forwards)
+  void keep_rows_capacity(Qwen35Cache& cache, int64_t n);
+  // mtp.cpp: the MTP module over n rows at positions pos0.. with target hidden states hidden[n,
+  // hidden] and next-token ids; returns its final-norm output [n, hidden] (K/V written to cache.mtp).
+  DeviceBuffer mtp_rows(Qwen35Cache& cache, int64_t pos0, const Tensor& hidden,
+                        const std::vector<int32_t>& ids);
+  // mtp.cpp: after the target forward over [pos0, pos0 + n) with final-norm output xn: bring the
+  // MTP K/V up to position pos0 + n - 2 and keep row n - 1 as the pending hidden state.
+  void mtp_follow(Qwen35Cache& cache, const ForwardBatch& batch, int64_t pos0, const Tensor& xn);
 
   Config cfg_;
   WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)

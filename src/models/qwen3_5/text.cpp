@@ -9,12 +9,11 @@
 
 namespace tf::qwen3_5 {
 
-void Qwen35Model::full_attention(size_t l, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                                 const Tensor& slots, const Tensor& ranges, Qwen35Cache& c,
-                                 const Tensor& out) {
+void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
+                                 const Tensor& sin, const Tensor& slots, const Tensor& ranges,
+                                 const Tensor& k_cache, const Tensor& v_cache, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
-  const FullAttnWeights& A = w_.layers[l].attn;
   const DType act = info_.dtype;
   const int64_t n = x.dim(0), nh = t.num_attention_heads, nkv = t.num_key_value_heads, D = t.head_dim;
   const int64_t qd = nh * D, kvd = nkv * D;
@@ -40,12 +39,41 @@ void Qwen35Model::full_attention(size_t l, const Tensor& x, const Tensor& cos, c
   const Tensor qh = q.tensor().reshaped({n, nh, D}), kh = k.tensor().reshaped({n, nkv, D});
   b.rope(qh, cos, sin, qh);  // first rotary_dim dims only (partial rotary)
   b.rope(kh, cos, sin, kh);
-  b.scatter_rows(kh, slots, c.k[l]);
-  b.scatter_rows(v.tensor().reshaped({n, nkv, D}), slots, c.v[l]);
-  b.attention(qh, c.k[l], c.v[l], ranges, static_cast<float>(std::pow(static_cast<double>(D), -0.5)),
+  b.scatter_rows(kh, slots, k_cache);
+  b.scatter_rows(v.tensor().reshaped({n, nkv, D}), slots, v_cache);
+  b.attention(qh, k_cache, v_cache, ranges, static_cast<float>(std::pow(static_cast<double>(D), -0.5)),
               attn.tensor().reshaped({n, nh, D}));
   b.sigmoid_mul(attn, gate, attn);
   b.linear(attn, A.o_proj, nullptr, out);
+}
+
+void Qwen35Model::mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t n, DeviceBuffer& cos,
+                                DeviceBuffer& sin) {
+  // M-RoPE angles: slot i takes the H axis when i % 3 == 1 and i < 3*sec[1], W when i % 3 == 2 and
+  // i < 3*sec[2], else T (apply_interleaved_mrope); emb = cat(freqs, freqs) in rope_cos_sin.
+  const TextConfig& t = cfg_.text;
+  const int64_t rd = t.rotary_dim;
+  const std::vector<float> inv = rope_inv_freq(rd, t.rope_theta);
+  const RopeIndex& plan = cache.rope();
+  const int64_t plan_len = static_cast<int64_t>(plan.thw.size() / 3);
+  Buffer ang(DType::F32, {n, rd / 2});  // [n_rows, rotary_dim / 2]
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i;
+    int64_t thw[3];
+    for (int a = 0; a < 3; ++a)
+      thw[a] = p < plan_len ? plan.thw[static_cast<size_t>(3 * p + a)] : p + (plan_len ? plan.rope_delta : 0);
+    for (int64_t s = 0; s < rd / 2; ++s) {
+      int axis = 0;
+      if (s % 3 == 1 && s < 3 * t.mrope_section[1]) axis = 1;
+      if (s % 3 == 2 && s < 3 * t.mrope_section[2]) axis = 2;
+      ang.as<float>()[i * (rd / 2) + s] = static_cast<float>(thw[axis]) * inv[static_cast<size_t>(s)];
+    }
+  }
+  Backend& b = backend_;
+  DeviceBuffer dang = upload_new(b, ang);
+  cos = b.alloc(info_.dtype, {n, rd});
+  sin = b.alloc(info_.dtype, {n, rd});
+  b.rope_cos_sin(dang, cos, sin);
 }
 
 Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& seq_cache) {
@@ -83,11 +111,18 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
   for (int32_t r : batch.logit_rows)
     if (r < 0 || r >= n)
       return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+  if (batch.decode_rows && (pos0 == 0 || n_img > 0))
+    return make_error("forward: decode rows continue a non-empty cache and hold no image tokens");
 
   Backend& b = backend_;
-  prepare_block_states(*cache, pos0, n, batch.keep_block_states);
+  if (batch.decode_rows) {
+    keep_rows_capacity(*cache, n);
+  } else {
+    cache->kept.n = 0;  // rollback() only returns into the last decode_rows forward
+  }
+  prepare_block_states(*cache, pos0, n, batch.keep_block_states && !batch.decode_rows);
   const DType act = info_.dtype;
-  const int64_t hs = t.hidden_size, it = t.intermediate_size, rd = t.rotary_dim;
+  const int64_t hs = t.hidden_size, it = t.intermediate_size;
   const float eps = static_cast<float>(t.rms_norm_eps);
   const std::string pre = "model.language_model";
 
@@ -97,27 +132,8 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
   if (n_img) b.scatter_rows(*batch.image_embeds, upload_i32(b, image_rows), h);  // masked_scatter
   capture(capture_, b, pre + ".layers.0:input", h);
 
-  // M-RoPE angles: slot i takes the H axis when i % 3 == 1 and i < 3*sec[1], W when i % 3 == 2 and
-  // i < 3*sec[2], else T (apply_interleaved_mrope); emb = cat(freqs, freqs) in rope_cos_sin.
-  const std::vector<float> inv = rope_inv_freq(rd, t.rope_theta);
-  const RopeIndex& plan = cache->rope();
-  const int64_t plan_len = static_cast<int64_t>(plan.thw.size() / 3);
-  Buffer ang(DType::F32, {n, rd / 2});
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = pos0 + i;
-    int64_t thw[3];
-    for (int a = 0; a < 3; ++a)
-      thw[a] = p < plan_len ? plan.thw[static_cast<size_t>(3 * p + a)] : p + (plan_len ? plan.rope_delta : 0);
-    for (int64_t s = 0; s < rd / 2; ++s) {
-      int axis = 0;
-      if (s % 3 == 1 && s < 3 * t.mrope_section[1]) axis = 1;
-      if (s % 3 == 2 && s < 3 * t.mrope_section[2]) axis = 2;
-      ang.as<float>()[i * (rd / 2) + s] = static_cast<float>(thw[axis]) * inv[static_cast<size_t>(s)];
-    }
-  }
-  DeviceBuffer dang = upload_new(b, ang);
-  DeviceBuffer cos = b.alloc(act, {n, rd}), sin = b.alloc(act, {n, rd});
-  b.rope_cos_sin(dang, cos, sin);
+  DeviceBuffer cos, sin;  // [n_rows, rotary_dim]
+  mrope_cos_sin(*cache, pos0, n, cos, sin);
   capture(capture_, b, pre + ".rotary_emb.cos", cos);
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
   std::vector<int32_t> ranges(static_cast<size_t>(2 * n));
@@ -133,10 +149,10 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
     const std::string name = pre + ".layers." + std::to_string(l);
     b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
     if (L.full_attention) {
-      full_attention(l, xn, cos, sin, slots, dranges, *cache, o);
+      full_attention(L.attn, xn, cos, sin, slots, dranges, cache->k[l], cache->v[l], o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
-      gated_deltanet(l, xn, *cache, pos0, o);
+      gated_deltanet(l, xn, *cache, pos0, batch.decode_rows, o);
       capture(capture_, b, name + ".linear_attn", o);
     }
     b.add(h, o, h);
@@ -152,6 +168,12 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
   cache->n_past_ = pos0 + n;
   b.rms_norm(h, w_.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
+  if (batch.decode_rows) {
+    cache->kept.pos0 = pos0;
+    cache->kept.n = n;
+    if (cache->mtp.on) b.copy(xn, cache->kept.hidden.tensor().slice_rows(0, n));
+  }
+  if (cache->mtp.on) mtp_follow(*cache, batch, pos0, xn);
 
   const int64_t m = static_cast<int64_t>(batch.logit_rows.size());
   Buffer logits(DType::F32, {m, t.vocab_size});  // [n_logit_rows, vocab]

@@ -1,0 +1,205 @@
+// Draft support for Qwen3.5: rollback after draft verification, and the multi-token-prediction
+// (MTP) module that proposes drafts. Transformers 5.17 drops mtp.* (no oracle); the structure
+// follows the published checkpoints' layout as vLLM's qwen3_5_mtp reads it:
+//   x = fc(cat(pre_fc_norm_embedding(embed(token p+1)), pre_fc_norm_hidden(h_p)))   [n, hidden]
+//   x = decoder layer (gated full attention with its own K/V, SwiGLU MLP); out = norm(x)
+// where h_p is the target's final-norm hidden state at position p (the input of lm_head), and the
+// logits are the shared lm_head over out. Drafting chains it: step i feeds its own output as h.
+// Only the first MTP layer is used (every published config has mtp_num_hidden_layers = 1).
+// Drafts are proposals; verification decides, so MTP numerics never change an output.
+#include <cmath>
+
+#include "models/layers/util.h"
+#include "models/qwen3_5/model.h"
+
+namespace tf::qwen3_5 {
+
+namespace {
+
+bool layer_complete(const LayerWeights& L) {
+  const FullAttnWeights& A = L.attn;
+  for (const DeviceBuffer* d :
+       {&L.input_layernorm, &L.post_attention_layernorm, &A.q_proj, &A.k_proj, &A.v_proj, &A.o_proj,
+        &A.q_norm, &A.k_norm, &L.mlp.gate_proj, &L.mlp.up_proj, &L.mlp.down_proj})
+    if (d->empty()) return false;
+  return true;
+}
+
+}  // namespace
+
+int64_t Qwen35Model::n_mtp_layers() const {
+  const MtpWeights& m = w_.mtp;
+  if (!m.present || m.pre_fc_norm_embedding.empty() || m.pre_fc_norm_hidden.empty() || m.norm.empty() ||
+      m.layers.empty() || !layer_complete(m.layers[0]))
+    return 0;
+  return 1;
+}
+
+Status Qwen35Model::enable_mtp(SequenceCache& seq_cache) {
+  auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
+  if (!c) return make_error("enable_mtp: the cache was not made by this model");
+  if (n_mtp_layers() == 0) return make_error("this checkpoint has no complete mtp.* layer to draft with");
+  if (c->mtp.on) return {};
+  const TextConfig& t = cfg_.text;
+  c->mtp.k.clear();
+  c->mtp.v.clear();
+  c->mtp.k.push_back(backend_.alloc(info_.dtype, {c->capacity(), t.num_key_value_heads, t.head_dim}));
+  c->mtp.v.push_back(backend_.alloc(info_.dtype, {c->capacity(), t.num_key_value_heads, t.head_dim}));
+  c->mtp.hidden = backend_.alloc(info_.dtype, {1, t.hidden_size});
+  c->mtp.n_done = 0;
+  c->mtp.on = true;
+  return {};
+}
+
+void Qwen35Model::keep_rows_capacity(Qwen35Cache& c, int64_t n) {
+  const TextConfig& t = cfg_.text;
+  if (!c.kept.hidden.empty() && c.kept.hidden.tensor().dim(0) >= n) return;
+  const int64_t conv_dim =
+      2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
+  c.kept.conv.clear();
+  c.kept.state.clear();
+  for (int64_t l = 0; l < t.num_hidden_layers; ++l) {
+    if (t.full_attention[static_cast<size_t>(l)]) {
+      c.kept.conv.emplace_back();
+      c.kept.state.emplace_back();
+      continue;
+    }
+    c.kept.conv.push_back(backend_.alloc(info_.dtype, {n, conv_dim, t.linear_conv_kernel_dim - 1}));
+    c.kept.state.push_back(backend_.alloc(
+        DType::F32, {n, t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
+  }
+  c.kept.hidden = backend_.alloc(info_.dtype, {n, t.hidden_size});
+  c.kept.n = 0;
+}
+
+Status Qwen35Model::rollback(SequenceCache& seq_cache, int64_t n_positions) {
+  auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
+  if (!c) return make_error("rollback: the cache was not made by this model");
+  if (n_positions == c->n_past()) return {};
+  const auto& kept = c->kept;
+  if (kept.n == 0 || c->n_past() != kept.pos0 + kept.n || n_positions <= kept.pos0 ||
+      n_positions > kept.pos0 + kept.n)
+    return make_error("rollback: the cache holds " + std::to_string(c->n_past()) +
+                      " positions and no kept state for " + std::to_string(n_positions));
+  Backend& b = backend_;
+  const int64_t r = n_positions - 1 - kept.pos0;
+  for (size_t l = 0; l < c->conv.size(); ++l) {
+    if (c->conv[l].empty()) continue;
+    b.copy(kept.conv[l].tensor().slice_rows(r, r + 1), c->conv[l]);
+    b.copy(kept.state[l].tensor().slice_rows(r, r + 1), c->state[l]);
+  }
+  if (c->mtp.on) {
+    b.copy(kept.hidden.tensor().slice_rows(r, r + 1), c->mtp.hidden);
+    c->mtp.n_done = std::min(c->mtp.n_done, n_positions - 1);
+  }
+  c->n_past_ = n_positions;
+  c->kept.n = r + 1;
+  return {};
+}
+
+DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& hidden,
+                                   const std::vector<int32_t>& ids) {
+  Backend& b = backend_;
+  const TextConfig& t = cfg_.text;
+  const MtpWeights& M = w_.mtp;
+  const LayerWeights& L = M.layers[0];
+  const DType act = info_.dtype;
+  const int64_t n = static_cast<int64_t>(ids.size()), hs = t.hidden_size, it = t.intermediate_size;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+
+  DeviceBuffer emb = b.alloc(act, {n, hs}), en = b.alloc(act, {n, hs}), hn = b.alloc(act, {n, hs});
+  b.embedding(upload_i32(b, ids), w_.embed_tokens, emb);
+  b.rms_norm(emb, M.pre_fc_norm_embedding, eps, RmsNormKind::kOnePlusWeight, en);
+  b.rms_norm(hidden, M.pre_fc_norm_hidden, eps, RmsNormKind::kOnePlusWeight, hn);
+  // cat([embedding, hidden], -1): row i of [n, 2*hidden] is rows 2i and 2i + 1 of a [2n, hidden] view.
+  DeviceBuffer cat = b.alloc(act, {n, 2 * hs});
+  std::vector<int32_t> even(static_cast<size_t>(n)), odd(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    even[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
+    odd[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i + 1);
+  }
+  const Tensor halves = cat.tensor().reshaped({2 * n, hs});
+  b.scatter_rows(en, upload_i32(b, even), halves);
+  b.scatter_rows(hn, upload_i32(b, odd), halves);
+  DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the MTP layer's residual stream
+  b.linear(cat, M.fc, nullptr, h);
+
+  DeviceBuffer cos, sin;  // [n_rows, rotary_dim]
+  mrope_cos_sin(c, pos0, n, cos, sin);
+  std::vector<int32_t> pos(static_cast<size_t>(n)), ranges(static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) {
+    pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
+    ranges[static_cast<size_t>(2 * i + 1)] = static_cast<int32_t>(pos0 + i + 1);
+  }
+  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
+  b.upload(dranges, ranges.data());
+  DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
+  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+  full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, c.mtp.k[0], c.mtp.v[0], o);
+  b.add(h, o, h);
+  b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+  b.linear(xn, L.mlp.gate_proj, nullptr, gate);
+  b.linear(xn, L.mlp.up_proj, nullptr, up);
+  b.silu_mul(gate, up, gate);
+  b.linear(gate, L.mlp.down_proj, nullptr, o);
+  b.add(h, o, h);
+  b.rms_norm(h, M.norm, eps, RmsNormKind::kOnePlusWeight, xn);
+  return xn;
+}
+
+void Qwen35Model::mtp_follow(Qwen35Cache& c, const ForwardBatch& batch, int64_t pos0, const Tensor& xn) {
+  Backend& b = backend_;
+  const int64_t n = xn.dim(0), hs = xn.dim(1), last = pos0 + n - 2;  // MTP positions up to `last`
+  // Positions before pos0 - 1 that were never followed (a prefix resumed without MTP state) keep
+  // stale K/V: the drafts get worse, the output cannot change.
+  int64_t start = std::max(c.mtp.n_done, pos0 - 1);
+  if (start < 0) start = 0;
+  if (start <= last) {
+    const int64_t m = last - start + 1;
+    DeviceBuffer hid = b.alloc(xn.dtype, {m, hs});  // [m, hidden]: target hidden at start..last
+    std::vector<int32_t> ids;
+    int64_t row = 0;
+    if (start == pos0 - 1) {
+      b.copy(c.mtp.hidden, hid.tensor().slice_rows(0, 1));
+      row = 1;
+    }
+    const int64_t x0 = start + row - pos0;  // first xn row used
+    if (m > row) b.copy(xn.slice_rows(x0, x0 + (m - row)), hid.tensor().slice_rows(row, m));
+    for (int64_t p = start; p <= last; ++p) ids.push_back(batch.token_ids[static_cast<size_t>(p + 1 - pos0)]);
+    mtp_rows(c, start, hid, ids);
+  }
+  c.mtp.n_done = std::max(c.mtp.n_done, last + 1);
+  b.copy(xn.slice_rows(n - 1, n), c.mtp.hidden);
+}
+
+Expected<std::vector<int32_t>> Qwen35Model::propose_mtp(SequenceCache& seq_cache, int32_t next_token, int k) {
+  auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
+  if (!c) return make_error("propose_mtp: the cache was not made by this model");
+  if (!c->mtp.on) return make_error("propose_mtp: enable_mtp was not called for this cache");
+  const TextConfig& t = cfg_.text;
+  if (next_token < 0 || next_token >= t.vocab_size)
+    return make_error("propose_mtp: token id " + std::to_string(next_token) + " is outside the vocabulary");
+  std::vector<int32_t> drafts;
+  const int64_t p0 = c->n_past() - 1;
+  if (p0 < 0 || c->mtp.n_done < p0) return drafts;  // nothing followed yet
+  Backend& b = backend_;
+  DeviceBuffer hid = b.alloc(info_.dtype, {1, t.hidden_size});
+  b.copy(c->mtp.hidden, hid);
+  int32_t tok = next_token;
+  DeviceBuffer lg = b.alloc(info_.dtype, {1, t.vocab_size}), lf = b.alloc(DType::F32, {1, t.vocab_size});
+  DeviceBuffer best = b.alloc(DType::I32, {1});
+  for (int i = 0; i < k && p0 + i < c->capacity(); ++i) {
+    DeviceBuffer out = mtp_rows(*c, p0 + i, hid, {tok});
+    if (i == 0) c->mtp.n_done = p0 + 1;  // position p0 paired h_p0 with the real next token
+    b.linear(out, w_.lm_head_weight(), nullptr, lg);
+    b.cast(lg, lf);
+    b.argmax(lf, best);
+    b.download(best, &tok);
+    drafts.push_back(tok);
+    hid = std::move(out);
+  }
+  return drafts;
+}
+
+}  // namespace tf::qwen3_5

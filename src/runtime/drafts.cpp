@@ -1,0 +1,138 @@
+#include "runtime/drafts.h"
+
+#include <algorithm>
+
+namespace tf {
+
+Expected<DraftMode> parse_draft_mode(std::string_view s) {
+  if (s == "auto") return DraftMode::kAuto;
+  if (s == "copy") return DraftMode::kCopy;
+  if (s == "mtp") return DraftMode::kMtp;
+  if (s == "off") return DraftMode::kOff;
+  return make_error("--drafts takes auto, copy, mtp or off, not '" + std::string(s) + "'");
+}
+
+const char* draft_mode_name(DraftMode m) {
+  switch (m) {
+    case DraftMode::kOff:
+      return "off";
+    case DraftMode::kCopy:
+      return "copy";
+    case DraftMode::kMtp:
+      return "mtp";
+    case DraftMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+Expected<DraftMode> resolve_draft_mode(DraftMode m, const Model& model) {
+  if (m == DraftMode::kAuto) return model.n_mtp_layers() > 0 ? DraftMode::kMtp : DraftMode::kCopy;
+  if (m == DraftMode::kMtp && model.n_mtp_layers() == 0)
+    return make_error("--drafts mtp: the " + model.info().model_type + " checkpoint has no MTP layers");
+  return m;
+}
+
+std::vector<int32_t> propose_copy(std::span<const int32_t> prompt, std::span<const int32_t> output, int k,
+                                  int max_ngram, int min_ngram, int32_t image_token_id) {
+  std::vector<int32_t> drafts;
+  const int64_t np = static_cast<int64_t>(prompt.size()), len = np + static_cast<int64_t>(output.size());
+  if (k <= 0 || len < 2) return drafts;
+  auto at = [&](int64_t i) {
+    return i < np ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - np)];
+  };
+  // Tokens that follow position `from` (up to k, stopping at the end or an image placeholder).
+  auto follow = [&](int64_t from) {
+    int64_t m = 0;
+    while (from + m < len && m < k && at(from + m) != image_token_id) ++m;
+    return m;
+  };
+  for (int64_t n = std::min<int64_t>(max_ngram, len - 1); n >= std::max(1, min_ngram); --n) {
+    // Earlier occurrences of the last n tokens (start i, i + n < len), most recent first. Take the
+    // first with k tokens after it; else the one with the most (the suffix of a repeated run
+    // overlaps itself, so its most recent occurrence may be followed by a single token).
+    int64_t best = -1, best_m = 0;
+    for (int64_t i = len - n - 1; i >= 0 && best_m < k; --i) {
+      bool match = true;
+      for (int64_t j = 0; j < n && match; ++j) match = at(i + j) == at(len - n + j);
+      if (!match) continue;
+      const int64_t m = follow(i + n);
+      if (m > best_m) {
+        best = i;
+        best_m = m;
+      }
+    }
+    if (best_m > 0) {
+      for (int64_t j = 0; j < best_m; ++j) drafts.push_back(at(best + n + j));
+      return drafts;
+    }
+  }
+  return drafts;
+}
+
+std::vector<int32_t> accept_drafts(const Buffer& logits, std::span<const int32_t> drafts,
+                                   const SamplingParams& sampling, uint64_t out_pos) {
+  const size_t vocab = static_cast<size_t>(logits.shape()[1]);
+  const size_t rows = std::min(static_cast<size_t>(logits.shape()[0]), drafts.size() + 1);
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < rows; ++i) {
+    std::span<const float> row(logits.as<float>() + i * vocab, vocab);
+    const int32_t t = sample_token(row, sampling, out_pos + i);
+    tokens.push_back(t);
+    if (i >= drafts.size() || t != drafts[i]) break;
+  }
+  return tokens;
+}
+
+Status Drafter::begin(SequenceCache& cache) {
+  if (mode_ == DraftMode::kMtp) return model_.enable_mtp(cache);
+  return {};
+}
+
+Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, const SamplingParams& sampling,
+                                      int64_t max_new) {
+  if (output.empty()) return make_error("drafts: decoding needs a sampled token to continue from");
+  const int64_t pos = static_cast<int64_t>(prompt.size() + output.size()) - 1;
+  // k drafts yield up to k + 1 tokens and write positions pos .. pos + k.
+  const int64_t room = std::min<int64_t>(max_new - 1, cache.capacity() - 1 - pos);
+  int k = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(opts_.k, room), 0, opts_.k));
+  if (skip_ > 0) {
+    --skip_;
+    k = 0;
+  }
+  std::vector<int32_t> drafts;
+  if (k > 0 && mode_ == DraftMode::kCopy) {
+    drafts = propose_copy(prompt, output, k, opts_.max_ngram, opts_.min_ngram,
+                          static_cast<int32_t>(model_.info().image_token_id));
+  } else if (k > 0 && mode_ == DraftMode::kMtp) {
+    TF_ASSIGN(drafts, model_.propose_mtp(cache, output.back(), k));
+    if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+  }
+  // An image placeholder is never a draft: a row holding one would need image embeddings.
+  const auto img =
+      std::find(drafts.begin(), drafts.end(), static_cast<int32_t>(model_.info().image_token_id));
+  drafts.erase(img, drafts.end());
+  ForwardBatch b;
+  b.token_ids.push_back(output.back());
+  b.token_ids.insert(b.token_ids.end(), drafts.begin(), drafts.end());
+  for (size_t i = 0; i < b.token_ids.size(); ++i) {
+    b.positions.push_back(static_cast<int32_t>(pos + static_cast<int64_t>(i)));
+    b.logit_rows.push_back(static_cast<int32_t>(i));
+  }
+  b.decode_rows = !drafts.empty();
+  Step s;
+  TF_ASSIGN(s.logits, model_.forward(b, cache));
+  s.tokens = accept_drafts(s.logits, drafts, sampling, static_cast<uint64_t>(output.size()));
+  s.proposed = static_cast<int>(drafts.size());
+  s.accepted = static_cast<int>(s.tokens.size()) - 1;
+  if (!drafts.empty()) {
+    TF_TRY(model_.rollback(cache, pos + 1 + s.accepted));
+    backoff_ = s.accepted > 0 ? 0 : std::min(16, std::max(1, 2 * backoff_));
+    skip_ = backoff_;
+  }
+  proposed_ += s.proposed;
+  return s;
+}
+
+}  // namespace tf
