@@ -99,6 +99,7 @@ TEST(ServeOptions, Errors) {
   EXPECT_EQ(error_of({"a", "--max-tokens", "0"}), "--max-tokens must be between 1 and 16777216, got 0");
   EXPECT_EQ(error_of({"a", "--vision=1"}), "--vision takes no value");
   EXPECT_EQ(error_of({"a", "--name", ""}), "--name must not be empty");
+  EXPECT_EQ(error_of({"a", "--drafts", "fast"}), "--drafts must be auto, copy, mtp or off, got 'fast'");
   EXPECT_EQ(error_of({"a", "--allowed-media-dir", "/nonexistent/dir"}),
             "--allowed-media-dir '/nonexistent/dir' is not an existing directory");
 }
@@ -109,9 +110,10 @@ TEST(ServeOptions, HelpListsEveryFlagWithDefault) {
   EXPECT_TRUE(r->help);
   EXPECT_TRUE(parse({"-h"})->help);
   std::string h = serve_help();
-  for (const char* flag : {"--backend", "--vision", "--context", "--parallel", "--no-thinking", "--name",
-                           "--host", "--port", "--temperature", "--max-tokens", "--api-key", "--max-body-mb",
-                           "--max-image-pixels", "--allowed-media-dir", "--cache-mb", "--no-drafts"}) {
+  for (const char* flag :
+       {"--backend", "--vision", "--context", "--parallel", "--no-thinking", "--name", "--host", "--port",
+        "--temperature", "--max-tokens", "--api-key", "--max-body-mb", "--max-image-pixels",
+        "--allowed-media-dir", "--cache-mb", "--no-drafts", "--drafts"}) {
     size_t at = h.find(std::string("  ") + flag + " ");
     ASSERT_NE(at, std::string::npos) << flag;
     std::string line = h.substr(at, h.find('\n', at) - at);
