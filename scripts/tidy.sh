@@ -18,8 +18,9 @@ if [ ! -f "$BUILD/compile_commands.json" ]; then
 fi
 log=$(mktemp)
 # -j2: the project's machines are small; raise TIDY_JOBS on a bigger one.
-"$RUNNER" -clang-tidy-binary "$TIDY" -p "$BUILD" -j "${TIDY_JOBS:-2}" -quiet "$FILTER" 2>/dev/null | tee "$log" |
-  grep -E '(warning|error):' || true
+# run-clang-tidy colours its output even into a pipe: strip the escapes so the counts below match.
+"$RUNNER" -clang-tidy-binary "$TIDY" -p "$BUILD" -j "${TIDY_JOBS:-2}" -quiet "$FILTER" 2>/dev/null |
+  sed -u -r 's/\x1b\[[0-9;]*m//g' | tee "$log" | grep --line-buffered -E '(warning|error):' || true
 n=$(grep -cE ': (warning|error): .*\[[a-z]' "$log" || true)
 uniq=$(grep -E ': (warning|error): .*\[[a-z]' "$log" | sort -u | wc -l)
 echo "tidy: $uniq distinct findings ($n with repeats from headers)"
