@@ -155,7 +155,7 @@ Expected<Prompt> Engine::build_prompt(const GenerationRequest& r) const {
   if (opts_.no_thinking) o.kwargs["enable_thinking"] = false;
   for (auto it = r.chat_template_kwargs.begin(); it != r.chat_template_kwargs.end(); ++it)
     o.kwargs[it.key()] = *it;
-  return pipe_->build_chat_prompt(*r.messages, r.images, o, opts_.image_limits);
+  return pipe_->build_chat_prompt(*r.messages, r.images, o, opts_.image_limits, r.cancelled.get());
 }
 
 Expected<std::vector<int32_t>> Engine::tokenize(const GenerationRequest& request) {
@@ -172,6 +172,11 @@ std::string Engine::metrics_text() const { return metrics_.text(); }
 void Engine::admit(std::unique_ptr<Sequence>& sp) {
   Sequence& s = *sp;
   auto prompt = build_prompt(s.req);
+  if (!prompt.ok() && s.req.cancelled->load()) {  // left while its images were decoded
+    finish(s, "client-left");
+    sp.reset();
+    return;
+  }
   if (!prompt.ok()) {
     s.channel->push(error_event(400, prompt.error().message));
     finish(s, "error");
@@ -312,7 +317,11 @@ bool Engine::step(Sequence& s) {
   const ModelInfo& info = m.info();
   if (s.phase == Sequence::Phase::Vision) {
     // Only images with rows after the resume point; identical images come from the vision cache.
-    auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done);
+    auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done, s.req.cancelled.get());
+    if (!emb.ok() && s.req.cancelled->load()) {
+      finish(s, "client-left");
+      return false;
+    }
     if (!emb.ok()) {
       s.channel->push(error_event(400, emb.error().message));
       finish(s, "error");

@@ -73,7 +73,10 @@ class Engine final : public EngineApi {
   int64_t resume_from_cache(const Prompt& p, SequenceCache& cache, std::vector<std::string>& keys);
   // Vision rows [Σ n_tokens, hidden] of the images that have rows at or after resume_pos, from the
   // vision cache or the encoder; rows_done = rows of the first such image before resume_pos.
-  Expected<DeviceBuffer> encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done);
+  // Encodes image by image and stops (error) as soon as *cancelled is set: a client that leaves
+  // during vision encoding is dropped after the image being encoded.
+  Expected<DeviceBuffer> encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done,
+                                            const std::atomic<bool>* cancelled = nullptr);
   // Caches the prompt blocks that end in (begin, end], just computed by a prefill forward.
   void cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
                            int64_t end);

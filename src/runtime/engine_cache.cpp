@@ -27,7 +27,8 @@ int64_t Engine::resume_from_cache(const Prompt& p, SequenceCache& cache, std::ve
   return n_cached;
 }
 
-Expected<DeviceBuffer> Engine::encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done) {
+Expected<DeviceBuffer> Engine::encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done,
+                                                  const std::atomic<bool>* cancelled) {
   Model& m = pipe_->model();
   const int64_t image_token = m.info().image_token_id;
   int64_t rows_before = 0;  // image rows at positions < resume_pos
@@ -46,11 +47,27 @@ Expected<DeviceBuffer> Engine::encode_images_from(const Prompt& p, int64_t resum
     if (!cached[k]) missing.push_back(k);
     metrics_.vision_cache_lookup(cached[k] != nullptr);
   }
-  DeviceBuffer fresh;  // [Σ n_tokens of missing, hidden]; each image attends only to itself
-  if (!missing.empty()) {
-    std::vector<ImageInput> inputs;
-    for (size_t k : missing) inputs.push_back(p.images[k].as_input());
-    TF_ASSIGN(fresh, m.encode_images(inputs));
+  // [Σ n_tokens of missing, hidden]. One image per encode_images call (each image attends only to
+  // itself, so the rows are those of one call over all), checking for a client that left in between.
+  DeviceBuffer fresh;
+  {
+    int64_t want = 0, row = 0;
+    for (size_t k : missing) want += p.images[k].n_tokens;
+    for (size_t k : missing) {
+      if (cancelled && cancelled->load()) return make_error("the client left during vision encoding");
+      TF_ASSIGN(DeviceBuffer one, m.encode_images({p.images[k].as_input()}));
+      const int64_t nt = p.images[k].n_tokens;
+      if (one.tensor().dim(0) != nt)
+        return make_error("the vision encoder returned " + std::to_string(one.tensor().dim(0)) +
+                          " rows for " + std::to_string(nt) + " image tokens");
+      if (missing.size() == 1) {
+        fresh = std::move(one);
+        break;
+      }
+      if (fresh.empty()) fresh = m.backend().alloc(one.tensor().dtype, {want, one.tensor().dim(1)});
+      m.backend().copy(one.tensor(), fresh.tensor().slice_rows(row, row + nt));
+      row += nt;
+    }
   }
   if (first == 0 && missing.size() == p.images.size() && !cache_) return fresh;
 

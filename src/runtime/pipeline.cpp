@@ -84,11 +84,13 @@ Expected<std::unique_ptr<Pipeline>> Pipeline::load(const std::string& checkpoint
 }
 
 Expected<std::vector<ProcessedImage>> Pipeline::process_images(
-    const std::vector<std::vector<uint8_t>>& images, const ImageLimits& limits) const {
+    const std::vector<std::vector<uint8_t>>& images, const ImageLimits& limits,
+    const std::atomic<bool>* cancelled) const {
   std::vector<ProcessedImage> out;
   if (images.empty()) return out;
   if (!image_processor_) return make_error("this model serves text only; image inputs are refused");
   for (size_t i = 0; i < images.size(); ++i) {
+    if (cancelled && cancelled->load()) return make_error("the client left during image decoding");
     TF_ASSIGN(Image img, decode_image(images[i], static_cast<int>(i + 1), limits));
     TF_ASSIGN(ProcessedImage pi, image_processor_->process(img, static_cast<int>(i + 1)));
     out.push_back(std::move(pi));
@@ -122,12 +124,12 @@ Expected<std::vector<int32_t>> Pipeline::tokenize_with_images(
 
 Expected<Prompt> Pipeline::build_chat_prompt(const nlohmann::ordered_json& messages,
                                              const std::vector<std::vector<uint8_t>>& images,
-                                             const ChatTemplateOptions& opts,
-                                             const ImageLimits& limits) const {
+                                             const ChatTemplateOptions& opts, const ImageLimits& limits,
+                                             const std::atomic<bool>* cancelled) const {
   if (!chat_template_) return make_error("this checkpoint has no chat template; send a plain prompt instead");
   Prompt p;
   TF_ASSIGN(p.text, chat_template_->apply(messages, opts));
-  TF_ASSIGN(p.images, process_images(images, limits));
+  TF_ASSIGN(p.images, process_images(images, limits, cancelled));
   TF_ASSIGN(p.ids, tokenize_with_images(p.text, p.images));
   return p;
 }

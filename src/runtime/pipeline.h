@@ -58,12 +58,15 @@ class Pipeline {
   // take images[i] in order of appearance. Errors are user-facing (HTTP 400 material).
   Expected<Prompt> build_chat_prompt(const nlohmann::ordered_json& messages,
                                      const std::vector<std::vector<uint8_t>>& images,
-                                     const ChatTemplateOptions& opts, const ImageLimits& limits = {}) const;
+                                     const ChatTemplateOptions& opts, const ImageLimits& limits = {},
+                                     const std::atomic<bool>* cancelled = nullptr) const;
   // Raw text, special tokens recognised, no template.
   Expected<Prompt> build_text_prompt(const std::string& text) const;
-  // Decoded images -> processed images (decode errors name the image).
+  // Decoded images -> processed images (decode errors name the image). Stops with an error before the
+  // next image once *cancelled is set (a client that left during image decoding).
   Expected<std::vector<ProcessedImage>> process_images(const std::vector<std::vector<uint8_t>>& images,
-                                                       const ImageLimits& limits) const;
+                                                       const ImageLimits& limits,
+                                                       const std::atomic<bool>* cancelled = nullptr) const;
   // Rendered text + processed images -> ids with each placeholder expanded.
   Expected<std::vector<int32_t>> tokenize_with_images(const std::string& text,
                                                       const std::vector<ProcessedImage>& images) const;
