@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../models/oracle_noise.h"
 #include "base/sha256.h"
 #include "runtime/pipeline.h"
 #include "tensor/dtype.h"
@@ -32,15 +33,6 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 nlohmann::ordered_json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::ordered_json::parse(f);
-}
-
-// An exact HF tie, or the two logits one bf16 ulp apart (bf16 logits move in ulp steps; a different f32
-// summation order can flip such a pair).
-bool tie_or_one_ulp(double margin, double top1) {
-  if (margin == 0.0) return true;
-  const float t = static_cast<float>(std::fabs(top1));
-  const double ulp = static_cast<double>(bf16_to_f32(static_cast<uint16_t>(f32_to_bf16(t) + 1))) - t;
-  return margin > 0 && margin <= ulp * 1.0000001;
 }
 
 struct Case {
@@ -124,8 +116,9 @@ TEST_P(DemoGolden, PromptAndWholeGreedyOutputMatchTransformers) {
   const double top1 = gj["steps"][first_diff]["top1_logit"].get<double>();
   std::printf("  %s/%s: first greedy difference at new token %zu: ours %d, HF %d, HF top-2 margin %g\n",
               c.model.c_str(), c.name.c_str(), first_diff, r->ids[first_diff], want[first_diff], margin);
-  EXPECT_TRUE(tie_or_one_ulp(margin, top1)) << "greedy ids differ where Transformers' top-2 margin is "
-                                            << margin << " (top-1 logit " << top1 << ")";
+  EXPECT_TRUE(oracle_noise::acceptable_first_difference(margin, top1, /*bf16_logits=*/true, /*max_ulps=*/1))
+      << "greedy ids differ where Transformers' top-2 margin is " << margin << " (top-1 logit " << top1
+      << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, DemoGolden, ::testing::ValuesIn(cases()),
