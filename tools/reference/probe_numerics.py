@@ -2,7 +2,8 @@
 and how far legitimate re-runs of Transformers (1 thread, CUDA) land from the committed CPU goldens.
 
 Run on the GPU machine from the repo root: python3 tools/reference/probe_numerics.py OUT_DIR
-Prints a report and writes OUT_DIR/probe.json. Nothing here feeds a golden.
+Prints a report and writes OUT_DIR/probe.json. Nothing here feeds a golden; the per-stage noise floor on the
+same ids that the tests use is tools/reference/noise_floor.py.
 """
 import json
 import os
@@ -13,6 +14,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from noise_floor import cos_rel  # noqa: E402
 
 
 def bf16_round(a32):
@@ -170,14 +172,6 @@ def probe_sdpa(report):
     report["sdpa"] = rows
 
 
-def cos_rel(a, b):
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-300))
-    rel = float(np.linalg.norm(a - b) / (np.linalg.norm(b) + 1e-300))
-    return cos, rel
-
-
 def probe_model_noise(report, out_dir):
     """Re-run the committed goldens' teacher-forced pass as legitimate variants of the oracle and compare
     every stage with the committed golden: the oracle's own noise floor."""
@@ -293,63 +287,6 @@ def probe_sdpa_paths(report):
     report["sdpa_paths"] = rows
 
 
-def probe_bf16_same_tokens(report, out_dir):
-    """bf16 noise floor on the SAME tokens: teacher-forced over the golden's own prompt + HF-CPU greedy ids,
-    on CUDA and on the CPU without oneDNN, compared stage by stage with the committed CPU golden."""
-    import torch
-    from safetensors.numpy import load_file
-    from common import deterministic
-    import model_goldens as mg
-    root = os.path.join(HERE, "../../tests/golden")
-    res = {}
-    orig_conv = mg.conversations
-    for ck, subset in [("lighton_ocr-tiny-bf16", ["ocr_plain", "text_only", "grounding"]),
-                       ("mistral3-tiny-bf16-untied", ["ocr_plain"]), ("qwen3_5-tiny-bf16", None),
-                       ("qwen3_5-tiny-bf16-untied", None), ("qwen3_5-tiny-fp32", None), ("lighton_ocr-tiny-fp32", None)]:
-        cur = {}
-        def conv(*a, **k):
-            for name, msgs, kw in orig_conv(*a, **k):
-                cur["name"] = name
-                yield name, msgs, kw
-        def greedy(model, inputs, n_new=64, ck=ck):
-            gj = json.load(open(os.path.join(root, "model", ck, cur["name"], "greedy.json")))
-            return gj["new_ids"], gj["steps"]
-        mg.conversations, mg.greedy = conv, greedy
-        for variant in ("cuda", "cpu_no_mkldnn"):
-            deterministic(8)
-            torch.backends.mkldnn.enabled = variant != "cpu_no_mkldnn"
-            d = os.path.join(out_dir, "same", ck, variant)
-            try:
-                mg.write_golden(os.path.join(root, "ckpt", ck), d, os.path.join(root, "images"), subset=subset,
-                                device="cuda" if variant == "cuda" else "cpu")
-            except Exception as e:  # noqa: BLE001
-                res[f"{ck}/{variant}"] = {"error": repr(e)[:300]}
-                print(ck, variant, "error", repr(e)[:300], flush=True)
-                continue
-            finally:
-                torch.backends.mkldnn.enabled = True
-            for case in sorted(os.listdir(d)):
-                gold = os.path.join(root, "model", ck, case, "stages.safetensors")
-                mine = os.path.join(d, case, "stages.safetensors")
-                if not (os.path.exists(gold) and os.path.exists(mine)):
-                    continue
-                G, M = load_file(gold), load_file(mine)
-                worst = []
-                for name in sorted(G):
-                    if name.startswith("input.") or name not in M or G[name].dtype.kind != "f":
-                        continue
-                    c, r = cos_rel(M[name], G[name])
-                    worst.append((name, round(c, 8), float(f"{r:.3e}")))
-                mj = json.load(open(os.path.join(d, case, "greedy.json")))
-                key = f"{ck}/{case}/{variant}"
-                res[key] = {"min_cos": min(w[1] for w in worst), "max_rel": max(w[2] for w in worst),
-                            "stages": worst, "tf_agree": mj["teacher_forced_agree"]}
-                print(key, "min_cos", res[key]["min_cos"], "max_rel", res[key]["max_rel"], "worst",
-                      min(worst, key=lambda w: w[1])[0], flush=True)
-    mg.conversations = orig_conv
-    report["bf16_same_tokens"] = res
-
-
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "/tmp/probe"
     os.makedirs(out_dir, exist_ok=True)
@@ -366,8 +303,6 @@ def main():
         probe_sdpa_paths(report)
     if "noise" in which:
         probe_model_noise(report, out_dir)
-    if "same" in which:
-        probe_bf16_same_tokens(report, out_dir)
     with open(os.path.join(out_dir, "probe.json"), "w") as f:
         json.dump(report, f, indent=1)
 
