@@ -1,7 +1,9 @@
-"""Synthetic single-line text images for the demo OCR model (seeded, PIL + numpy only).
+"""Synthetic text images for the demo OCR models (seeded, PIL + numpy only): single lines and small blocks.
 
-Every image is IMG_H x IMG_W, a multiple of 28 on both sides and within the processor's longest_edge,
-so the Pixtral image processor never resamples it: 2 x 20 merged image tokens per line.
+A line image is IMG_H x IMG_W; a block image (2-4 lines of a paragraph, a table, a receipt or mixed lines, one
+line per LINE_PITCH px, ground truth lines joined by "\n", table cells and receipt columns by one space) is
+BLOCK_H x IMG_W. Both are multiples of 28 within the processor's longest_edge, so the Pixtral image processor
+never resamples them: 2 x 20 merged image tokens per line image, 8 x 20 per block.
 """
 import glob
 import os
@@ -11,6 +13,9 @@ import string
 import numpy as np
 
 IMG_H, IMG_W = 56, 560
+BLOCK_LINES, LINE_PITCH = 4, 56
+BLOCK_H = BLOCK_LINES * LINE_PITCH
+BLOCK_KINDS = ("paragraph", "table", "receipt", "mixed")
 MAX_CHARS = 28
 PUNCT = ".,:;-/%()$#&+'!?@*="
 CHARSET = string.ascii_letters + string.digits + PUNCT + " "   # CTC alphabet (index + 1; 0 = blank)
@@ -100,13 +105,13 @@ _FONT_CACHE = {}
 _NOISE = []
 
 
-def _noise(rng):
-    """A unit Gaussian field: a random window of a fixed seeded bank (one normal() per line is too slow)."""
+def _noise(rng, h=IMG_H, w=IMG_W):
+    """A unit Gaussian field: a random window of a fixed seeded bank (one normal() per image is too slow)."""
     if not _NOISE:
-        _NOISE.append(np.random.default_rng(12345).normal(0, 1, (IMG_H * 2, IMG_W * 2)).astype(np.float32))
+        _NOISE.append(np.random.default_rng(12345).normal(0, 1, (BLOCK_H * 2, IMG_W * 2)).astype(np.float32))
     bank = _NOISE[0]
-    y, x = rng.randrange(IMG_H), rng.randrange(IMG_W)
-    return bank[y:y + IMG_H, x:x + IMG_W]
+    y, x = rng.randrange(bank.shape[0] - h), rng.randrange(bank.shape[1] - w)
+    return bank[y:y + h, x:x + w]
 
 
 def _font(path, size):
@@ -119,7 +124,7 @@ def _font(path, size):
 
 def render(text, rng, fonts, clean=False):
     """Return a uint8 [IMG_H, IMG_W] grayscale line image."""
-    from PIL import Image, ImageDraw, ImageFilter
+    from PIL import Image, ImageDraw
     path = fonts[rng.randrange(len(fonts))]
     size = rng.randint(22, 30) if clean else rng.randint(18, 34)
     while True:
@@ -136,32 +141,154 @@ def render(text, rng, fonts, clean=False):
     x = 8 if clean else rng.randint(2, max(2, min(40, IMG_W - w - 4)))
     y = (IMG_H - h) // 2 + (0 if clean else rng.randint(-3, 3))
     d.text((x - x0, y - y0), text, fill=fg, font=font)
-    if not clean:
-        if rng.random() < 0.3:
-            im = im.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 0.9)))
-        a = np.asarray(im, dtype=np.float32)
-        if rng.random() < 0.5:
-            a = a + _noise(rng) * rng.uniform(2, 10)
-        return np.clip(a, 0, 255).astype(np.uint8)
-    return np.asarray(im, dtype=np.uint8)
+    return np.asarray(im, dtype=np.uint8) if clean else _degrade(im, bg, rng, 1.0)
+
+
+def _degrade(im, bg, rng, max_deg):
+    """Training-only damage: mild rotation (bilinear, background fill), blur, Gaussian noise."""
+    from PIL import Image, ImageFilter
+    if rng.random() < 0.35:
+        im = im.rotate(rng.uniform(-max_deg, max_deg), resample=Image.BILINEAR, fillcolor=bg)
+    if rng.random() < 0.3:
+        im = im.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 0.9)))
+    a = np.asarray(im, dtype=np.float32)
+    if rng.random() < 0.5:
+        a = a + _noise(rng, a.shape[0], a.shape[1]) * rng.uniform(2, 10)
+    return np.clip(a, 0, 255).astype(np.uint8)
+
+
+def _fit(words, width):
+    """Greedy word wrap to lines of at most `width` characters."""
+    lines, cur = [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + ([cur] if cur else [])
+
+
+def _price(rng):
+    return f"{rng.randint(0, 99)}.{rng.randint(0, 99):02d}"
+
+
+def make_block(rng, kind):
+    """-> list of rows (each at most MAX_CHARS characters as text)."""
+    while True:
+        rows = _make_block(rng, kind)
+        if all(len(" ".join(r)) <= MAX_CHARS for r in rows):
+            return rows
+
+
+def _make_block(rng, kind):
+    """-> list of rows; a row is a list of cells (one cell = plain text; several = columns) of <= MAX_CHARS chars
+    when joined by one space."""
+    n = rng.randint(2, BLOCK_LINES)
+    if kind == "paragraph":
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4 * n, 5 * n + 4))]
+        words[0] = words[0].capitalize()
+        for i in range(1, len(words)):
+            if rng.random() < 0.1:
+                words[i - 1] += rng.choice(".,;:")
+                if words[i - 1].endswith("."):
+                    words[i] = words[i].capitalize()
+            elif rng.random() < 0.08:
+                words[i] = rng.choice(FIRST + [str(rng.randint(1, 999))])
+        rows = [[line] for line in _fit(words, rng.randint(18, MAX_CHARS))][:n]
+        rows[-1][0] = rows[-1][0].rstrip(".,;:") + "."
+        return rows
+    if kind == "table":
+        head = rng.choice([["Item", "Qty", "Price"], ["Name", "Code", "Total"], ["Date", "Ref", "Amount"],
+                           ["ITEM", "QTY", "EUR"], ["Product", "Units", "Cost"]])
+        rows = [head]
+        for _ in range(n - 1):
+            a = rng.choice(WORDS + FIRST)
+            if head[0].startswith("Date"):
+                a = f"{rng.randint(1, 28):02d}/{rng.randint(1, 12):02d}"
+            b = str(rng.randint(1, 99)) if rng.random() < 0.6 else f"{rng.choice(WORDS).upper()[:2]}{rng.randint(1, 99)}"
+            rows.append([a.capitalize() if head[0][1].islower() else a.upper(), b, _price(rng)])
+        return rows
+    if kind == "receipt":
+        store = " ".join(rng.choice(WORDS).upper() for _ in range(rng.randint(1, 2)))
+        rows = [[store[:MAX_CHARS]]]
+        total = 0
+        for _ in range(rng.randint(1, BLOCK_LINES - 2)):
+            p = _price(rng)
+            total += float(p)
+            rows.append([" ".join(rng.choice(WORDS).capitalize() for _ in range(rng.randint(1, 2))), p])
+        rows.append([rng.choice(["TOTAL", "Total", "Subtotal", "Amount due", "CASH"]), f"${total:.2f}"])
+        return rows
+    return [[make_text(rng, 0.4)] for _ in range(n)]
+
+
+def block_text(rows):
+    return "\n".join(" ".join(r) for r in rows)
+
+
+def render_block(rows, kind, rng, fonts, clean=False):
+    """Return a uint8 [BLOCK_H, IMG_W] grayscale image of the rows, one per LINE_PITCH px: paragraphs and mixed
+    lines left-aligned, table columns at fixed x stops, receipt amounts right-aligned."""
+    from PIL import Image, ImageDraw
+    path = fonts[rng.randrange(len(fonts))]
+    size = rng.randint(22, 30) if clean else rng.randint(18, 32)
+    stops = [8, 280, 400] if clean else [rng.randint(2, 24), rng.randint(250, 300), rng.randint(380, 420)]
+    while True:
+        font = _font(path, size)
+        ok = True
+        for r in rows:
+            if len(r) == 1 or kind == "receipt":
+                ok &= font.getlength(" ".join(r)) <= IMG_W - 16
+            else:
+                ok &= all(stops[i] + font.getlength(c) <= (stops[i + 1] - 8 if i + 1 < len(r) else IMG_W - 4)
+                          for i, c in enumerate(r))
+        if ok or size <= 12:
+            break
+        size -= 2
+    bg = 255 if clean else rng.randint(185, 255)
+    fg = 0 if clean else rng.randint(0, 70)
+    im = Image.new("L", (IMG_W, BLOCK_H), bg)
+    d = ImageDraw.Draw(im)
+    y0 = 0 if clean else rng.randint(-2, 2)
+    for i, r in enumerate(rows):
+        cy = y0 + i * LINE_PITCH + LINE_PITCH // 2
+        if kind == "receipt" and len(r) == 2:
+            d.text((stops[0], cy), r[0], fill=fg, font=font, anchor="lm")
+            d.text((IMG_W - stops[0] - 4, cy), r[1], fill=fg, font=font, anchor="rm")
+        elif len(r) == 1:
+            d.text((stops[0], cy), r[0], fill=fg, font=font, anchor="lm")
+        else:
+            for x, c in zip(stops, r):
+                d.text((x, cy), c, fill=fg, font=font, anchor="lm")
+    return np.asarray(im, dtype=np.uint8) if clean else _degrade(im, bg, rng, 1.5)
 
 
 def render_chunk(args):
-    """Pool worker: (seed, n, font_dir, p_random, post) -> (texts, uint8 [n, IMG_H, IMG_W]); post(arr), if given,
-    transforms the rendered images in the worker (qwen3_5: the processor's resize)."""
-    seed, n, font_dir, p_random, post = args
+    """Pool worker: (seed, n, font_dir, p_random, post, blocks) -> (texts, uint8 [n, H, W]) with H = IMG_H for
+    lines, BLOCK_H for blocks; post(arr), if given, transforms the images in the worker (qwen3_5: the
+    processor's resize)."""
+    seed, n, font_dir, p_random, post, blocks = args
     rng = random.Random(seed)
     fonts = font_files(font_dir)
-    texts = [make_text(rng, p_random) for _ in range(n)]
-    arr = np.stack([render(t, rng, fonts) for t in texts])
+    if blocks:
+        texts, ims = [], []
+        for _ in range(n):
+            kind = BLOCK_KINDS[rng.randrange(len(BLOCK_KINDS))]
+            rows = make_block(rng, kind)
+            texts.append(block_text(rows))
+            ims.append(render_block(rows, kind, rng, fonts))
+        arr = np.stack(ims)
+    else:
+        texts = [make_text(rng, p_random) for _ in range(n)]
+        arr = np.stack([render(t, rng, fonts) for t in texts])
     return texts, (post(arr) if post else arr)
 
 
-def render_many(n, seed, font_dir, p_random, procs, post=None):
+def render_many(n, seed, font_dir, p_random, procs, post=None, blocks=False):
     from multiprocessing import Pool
-    chunk = 2000
-    jobs = [(seed * 1000003 + i, min(chunk, n - i * chunk), font_dir, p_random, post)
-            for i in range((n + chunk - 1) // chunk)]
+    chunk = 2000 if not blocks else 500
+    jobs = [(seed * 1000003 + i + (7919 if blocks else 0), min(chunk, n - i * chunk), font_dir, p_random, post,
+             blocks) for i in range((n + chunk - 1) // chunk)]
     with Pool(procs) as pool:
         parts = pool.map(render_chunk, jobs)
     texts = [t for p in parts for t in p[0]]
@@ -176,4 +303,16 @@ def heldout(n, seed, font_dir):
     for i in range(n):
         text = make_text(rng, 1.0 if i % 2 == 0 else 0.0)
         out.append((text, render(text, rng, [fonts[i % len(fonts)]], clean=True)))
+    return out
+
+
+def heldout_blocks(n, seed, font_dir):
+    """Clean blocks (white background, black text, no damage), the kinds in turn."""
+    rng = random.Random(seed)
+    fonts = font_files(font_dir)
+    out = []
+    for i in range(n):
+        kind = BLOCK_KINDS[i % len(BLOCK_KINDS)]
+        rows = make_block(rng, kind)
+        out.append((block_text(rows), render_block(rows, kind, rng, [fonts[i % len(fonts)]], clean=True)))
     return out

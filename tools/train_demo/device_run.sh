@@ -1,38 +1,59 @@
 #!/usr/bin/env bash
-# One GPU-machine call (the `run` tool) for both demo checkpoints, from the repository root, fonts in .fonts/:
-#   1. train demo-lighton and demo-qwen35 concurrently on the one GPU, each resuming from its checkpoint under
-#      models/ (or from scratch when QWEN_RESUME is empty); each evaluates its reloaded bf16 checkpoint on
-#      examples/heldout (the oracle: Transformers greedy through the checkpoint's processor and template);
-#   2. greedy-parity goldens (CPU, deterministic) of both trained checkpoints (demo_goldens.py).
-# $OUT gets lighton/{model.tar,train_log.txt,oracle.jsonl}, qwen/{...}, goldens.tar and all.log (8 files).
-# The committed checkpoints came from two such calls (tools/train_demo/README.md gives the arguments of each).
+# GPU-machine calls (the `run` tool) for both demo checkpoints, from the repository root, fonts unpacked into
+# .fonts/ (`tar xJf .fontpack/fonts.tar.xz`). $OUT gets all.log plus, per MODE:
+#   smoke  both families: --smoke (whole pipeline, a few steps), then 60 s of the real recipe (step times, loss);
+#   train  both families trained from scratch concurrently on the one GPU (TRAIN_SECONDS each), each evaluated on
+#          examples/heldout and examples/heldout_blocks by the stock Transformers code on its reloaded bf16
+#          checkpoint: $OUT/{lighton,qwen}/{model.tar,train_log.txt,oracle_*.jsonl};
+#   eval   for the checkpoints under models/: the CPU oracle's greedy ids and margins on both held-out sets
+#          (oracle_ids.py -> $OUT/ids.tar) and the parity goldens (demo_goldens.py -> $OUT/goldens.tar).
 set -u
 export PYTHONUNBUFFERED=1
-LIGHTON_ARGS=${LIGHTON_ARGS:---resume models/demo-lighton --steps 420 --max-train-seconds 290 --batch 512 --lr 5e-4 --warmup 40 --ctc-weight 0.2 --vision-group 16}
-QWEN_ARGS=${QWEN_ARGS:---resume models/demo-qwen35 --steps 1700 --max-train-seconds 290 --batch 512 --lr 1.5e-3 --warmup 50 --ctc-weight 0.5}
-mkdir -p "$OUT/lighton" "$OUT/qwen" /tmp/ckpt /tmp/demo_goldens
+MODE=${MODE:-train}
+TRAIN_SECONDS=${TRAIN_SECONDS:-400}
+LIGHTON_ARGS=${LIGHTON_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.3}
+QWEN_ARGS=${QWEN_ARGS:---batch 512 --lr 1.5e-3 --warmup 150 --ctc-weight 0.5}
+mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
-log "start; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
-# shellcheck disable=SC2086
-python3 tools/train_demo/train.py --family lighton_ocr --fonts .fonts --out "$OUT/lighton" $LIGHTON_ARGS \
-  --heldout-dir examples/heldout --procs 7 >/tmp/lighton.out 2>&1 &
-PL=$!
-# shellcheck disable=SC2086
-python3 tools/train_demo/train.py --family qwen3_5 --fonts .fonts --out "$OUT/qwen" $QWEN_ARGS \
-  --heldout-dir examples/heldout --procs 7 >/tmp/qwen.out 2>&1 &
-PQ=$!
-CASES="line1=examples/line1.png line2=examples/line2.png heldout_001=examples/heldout/line_001.png"
-wait $PL; log "lighton exit $?"; wait $PQ; log "qwen exit $?"
-for r in lighton qwen; do
-  log "---- $r"; grep -v "^step \|Loading weights\|Writing model\|processor_kwargs\|falling back" /tmp/$r.out | tail -40 >>"$OUT/all.log"
-  if [ -f "$OUT/$r/model.tar" ]; then tar xf "$OUT/$r/model.tar" -C /tmp/ckpt; fi
-done
-for m in demo-lighton demo-qwen35; do
-  if [ -d /tmp/ckpt/$m ]; then
-    python3 tools/train_demo/demo_goldens.py /tmp/ckpt/$m /tmp/demo_goldens/$m $CASES >/tmp/g_$m.out 2>&1 \
-      || log "goldens ($m) failed: $(tail -8 /tmp/g_$m.out)"
-  fi
-done
-tail -2 /tmp/g_*.out >>"$OUT/all.log" 2>&1
-tar cf "$OUT/goldens.tar" -C /tmp/demo_goldens .
+log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
+train_both() {  # extra args for both
+  # shellcheck disable=SC2086
+  python3 tools/train_demo/train.py --family lighton_ocr --fonts .fonts --out "$OUT/lighton" $LIGHTON_ARGS "$@" \
+    --procs 8 >/tmp/lighton.out 2>&1 &
+  local pl=$!
+  # shellcheck disable=SC2086
+  python3 tools/train_demo/train.py --family qwen3_5 --fonts .fonts --out "$OUT/qwen" $QWEN_ARGS "$@" \
+    --procs 8 >/tmp/qwen.out 2>&1 &
+  local pq=$!
+  wait $pl; log "lighton exit $?"; wait $pq; log "qwen exit $?"
+  for r in lighton qwen; do
+    log "---- $r"; grep -v "Loading weights\|Writing model\|processor_kwargs\|falling back" /tmp/$r.out | tail -60 >>"$OUT/all.log"
+  done
+}
+case $MODE in
+  smoke)
+    train_both --smoke
+    rm -rf "$OUT/lighton" "$OUT/qwen"; mkdir -p "$OUT/lighton" "$OUT/qwen"
+    train_both --steps 2000 --max-train-seconds 60 --n-lines 20000 --n-blocks 5000 --heldout-dir "" \
+      --heldout-blocks-dir ""
+    rm -f "$OUT"/*/model.tar
+    ;;
+  train)
+    train_both --train-seconds "$TRAIN_SECONDS" --max-train-seconds "$((TRAIN_SECONDS + 20))"
+    ;;
+  eval)
+    mkdir -p /tmp/ids /tmp/demo_goldens
+    CASES="line1=examples/line1.png line2=examples/line2.png heldout_001=examples/heldout/line_001.png"
+    CASES="$CASES receipt=examples/receipt.png table=examples/table.png"
+    for m in demo-lighton demo-qwen35; do
+      (python3 tools/train_demo/oracle_ids.py models/$m examples/heldout /tmp/ids/$m.heldout.jsonl 48 &&
+        python3 tools/train_demo/oracle_ids.py models/$m examples/heldout_blocks /tmp/ids/$m.heldout_blocks.jsonl 160 &&
+        python3 tools/train_demo/demo_goldens.py models/$m /tmp/demo_goldens/$m $CASES) >/tmp/e_$m.out 2>&1 &
+    done
+    wait
+    tail -5 /tmp/e_*.out >>"$OUT/all.log" 2>&1
+    tar cf "$OUT/ids.tar" -C /tmp/ids .
+    tar cf "$OUT/goldens.tar" -C /tmp/demo_goldens .
+    ;;
+esac
 log "done"

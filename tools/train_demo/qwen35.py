@@ -11,8 +11,11 @@ import data
 
 MIN_PIXELS = 8192     # processor size.shortest_edge: smart_resize keeps a 560 x 56 line at 576 x 64 (4 x 36 patches)
 MAX_PIXELS = 147456   # processor size.longest_edge (384^2): larger inputs are scaled down
-RES_H, RES_W = 64, 576  # smart_resize(56, 560) with factor 32 (Python round, half to even)
-GH, GW = RES_H // 16, RES_W // 16  # patch grid 4 x 36 -> 36 merged image tokens per line
+# smart_resize with factor 32 (Python round, half to even): a 56 x 560 line -> 64 x 576 (patch grid 4 x 36, 36 merged
+# image tokens), a 224 x 560 block -> 224 x 576 (grid 14 x 36, 126 tokens)
+RES = {data.IMG_H: (64, 576), data.BLOCK_H: (224, 576)}
+RES_H, RES_W = RES[data.IMG_H]
+GH, GW = RES_H // 16, RES_W // 16
 
 TEXT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
             head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2,
@@ -41,45 +44,48 @@ def make_processor(tok, template):
 
 
 def resize_lines(imgs, threads=1):
-    """uint8 [N, 56, 560] -> uint8 [N, 64, 576] with the call the processor makes on CPU (torchvision bicubic,
-    antialias, uint8 kernel on a contiguous 3-channel image), so training sees the pixels inference sees."""
+    """uint8 [N, h, w] (a line or block size of data.py) -> uint8 [N, RES[h]] with the call the processor makes on
+    CPU (torchvision bicubic, antialias, uint8 kernel on a contiguous 3-channel image), so training sees the
+    pixels inference sees."""
     import numpy as np
     import torch
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms.v2 import functional as tvF
     torch.set_num_threads(threads)
-    out = np.empty((imgs.shape[0], RES_H, RES_W), np.uint8)
+    rh, rw = RES[imgs.shape[1]]
+    out = np.empty((imgs.shape[0], rh, rw), np.uint8)
     for s in range(0, imgs.shape[0], 256):
-        x = torch.from_numpy(imgs[s:s + 256])[:, None].expand(-1, 3, -1, -1).contiguous()  # [b, 3, 56, 560]
-        out[s:s + 256] = tvF.resize(x, [RES_H, RES_W], interpolation=InterpolationMode.BICUBIC,
+        x = torch.from_numpy(imgs[s:s + 256])[:, None].expand(-1, 3, -1, -1).contiguous()  # [b, 3, h, w]
+        out[s:s + 256] = tvF.resize(x, [rh, rw], interpolation=InterpolationMode.BICUBIC,
                                     antialias=True)[:, 0].numpy()
     return out
 
 
 def pixel_values(u8):
-    """uint8 [B, 64, 576] (already resized) -> fp32 [B * 144, 1536]: rescale+normalise, grey to RGB, patches in
-    (block_row, block_col, in_row, in_col) order, each patch [c][t][y][x] with the frame duplicated (T = 2)."""
-    B = u8.shape[0]
+    """uint8 [B, H, W] (already resized) -> fp32 [B * H/16 * W/16, 1536]: rescale+normalise, grey to RGB, patches
+    in (block_row, block_col, in_row, in_col) order, each patch [c][t][y][x] with the frame duplicated (T = 2)."""
+    B, H, W = u8.shape
+    gh, gw = H // 16, W // 16
     x = (u8.float() - 127.5) / 127.5  # [B, H, W]
-    x = x.reshape(B, GH // 2, 2, 16, GW // 2, 2, 16).permute(0, 1, 4, 2, 5, 3, 6)  # [B, bh, bw, ih, iw, 16, 16]
+    x = x.reshape(B, gh // 2, 2, 16, gw // 2, 2, 16).permute(0, 1, 4, 2, 5, 3, 6)  # [B, bh, bw, ih, iw, 16, 16]
     x = x[:, :, :, :, :, None, None].expand(-1, -1, -1, -1, -1, 3, 2, -1, -1)  # [.., C, T, 16, 16]
-    return x.reshape(B * GH * GW, 3 * 2 * 16 * 16)
+    return x.reshape(B * gh * gw, 3 * 2 * 16 * 16)
 
 
-def patch_vision_attention(model):
+def patch_vision_attention(model, state):
     """Replace the vision attention's per-image loop (one SDPA call per image) with one batched SDPA call; valid
-    while every image of a call has GH * GW patches. Returns a function that restores the stock forward."""
+    while every image of a call has state["L"] patches. Returns a function that restores the stock forward."""
     import torch.nn.functional as F
     cls = type(model.model.visual.blocks[0].attn)
     mod = sys.modules[cls.__module__]
     orig = cls.forward
-    L = GH * GW
 
     def fast(self, hidden_states, cu_seqlens, position_embeddings=None, **kw):
         n = hidden_states.shape[0]
         q, k, v = self.qkv(hidden_states).reshape(n, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
         cos, sin = position_embeddings
         q, k = mod.apply_rotary_pos_emb_vision(q, k, cos, sin)
+        L = state["L"]
         b = n // L
         q, k, v = (t.reshape(b, L, self.num_heads, -1).transpose(1, 2) for t in (q, k, v))
         o = F.scaled_dot_product_attention(q, k, v, scale=self.scaling)  # [b, heads, L, hd]
@@ -93,7 +99,8 @@ def patch_vision_attention(model):
 
 
 def ctc_features(last_hidden, B):
-    """Vision tower output [B * 144, C] (block order) -> column features [B, 36, C] (mean over patch rows)."""
+    """Vision tower output of line images [B * 144, C] (block order) -> column features [B, 36, C] (mean over
+    patch rows)."""
     x = last_hidden.float().reshape(B, GH // 2, GW // 2, 2, 2, -1).permute(0, 1, 3, 2, 4, 5)
     return x.reshape(B, GH, GW, -1).mean(1)
 
@@ -117,4 +124,4 @@ def write_static_files(tok, ids, out, here):
                    "transformers_version": __import__("transformers").__version__})
 
 
-assert data.IMG_H == 56 and data.IMG_W == 560, "RES_H/RES_W are smart_resize of the rendered line size"
+assert data.IMG_H == 56 and data.BLOCK_H == 224 and data.IMG_W == 560, "RES holds smart_resize of the rendered sizes"

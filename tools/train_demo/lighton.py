@@ -1,0 +1,80 @@
+"""The `lighton_ocr` half of the demo trainer: config, processor files, and a batched image-feature path for
+training (checked equal to Transformers' own get_image_features before training starts, see train.py).
+
+Everything here is Transformers 5.17's own LightOnOcrForConditionalGeneration. The stock Pixtral tower flattens
+all images of a call into one sequence with a block-diagonal mask (quadratic in the batch) and the patch merger
+loops over images; when every image of a call has the same size, the same modules run on a [B, patches, C]
+batch with no mask and the 2 x 2 merge is one reshape.
+"""
+import os
+
+import data
+
+PATCH = 14
+
+
+def make_config(ids, model_vocab):
+    import checkpoints as ck
+    cfg = ck.make_config_dict("lighton_ocr", "tiny", ids, init_scale=0.02)
+    cfg["text_config"].update(vocab_size=model_vocab, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096)
+    cfg["vision_config"].update(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, head_dim=64,
+                                intermediate_size=768)
+    return cfg
+
+
+def write_static_files(tok, ids, out, here):
+    """Tokenizer, template, processor and generation config next to the weights (greedy by default)."""
+    import checkpoints as ck
+    import tiny_tokenizer as tt
+    from transformers import LightOnOcrProcessor, PixtralImageProcessor, TokenizersBackend
+    with open(os.path.join(here, "..", "reference", "templates", ck.TEMPLATE["lighton_ocr"]), encoding="utf-8") as f:
+        template = f.read()
+    ht = TokenizersBackend(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
+                           image_token="<|image_pad|>", image_break_token="<|vision_pad|>",
+                           image_end_token="<|vision_end|>")
+    ip = PixtralImageProcessor(size={"longest_edge": data.IMG_W}, patch_size=PATCH, resample=3,
+                               image_mean=ck.CLIP_MEAN, image_std=ck.CLIP_STD, do_convert_rgb=True)
+    proc = LightOnOcrProcessor(image_processor=ip, tokenizer=ht, patch_size=PATCH, spatial_merge_size=2,
+                               chat_template=template)
+    proc.save_pretrained(out)
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tt.tokenizer_json_text(tok))
+    ck.write_json(os.path.join(out, "tokenizer_config.json"), ck.tokenizer_config("lighton_ocr", "tiny"))
+    with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(template)
+    ip.to_json_file(os.path.join(out, "preprocessor_config.json"))
+    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
+    ck.write_json(os.path.join(out, "generation_config.json"),
+                  {"bos_token_id": eot, "do_sample": False, "eos_token_id": [im_end, eot], "pad_token_id": eot,
+                   "transformers_version": __import__("transformers").__version__})
+
+
+def image_features(model, pv):
+    """pv fp32 [B, 3, H, W], every image H x W (multiples of 28) -> (projected features [B, H/28 * W/28, Dt] in
+    the row-major merged order the placeholders take, tower output [B, H/14, W/14, Dv])."""
+    import torch
+    venc = model.model.vision_encoder
+    proj = model.model.vision_projection
+    B, _, H, W = pv.shape
+    h, w = H // PATCH, W // PATCH
+    x = venc.patch_conv(pv.to(venc.patch_conv.weight.dtype))  # [B, Dv, h, w]
+    x = venc.ln_pre(x.flatten(2).transpose(1, 2))  # [B, h*w, Dv]
+    max_w = venc.config.image_size // PATCH
+    ids = (torch.arange(h, device=pv.device)[:, None] * max_w + torch.arange(w, device=pv.device)[None]).reshape(-1)
+    pos = venc.patch_positional_embedding(x, ids)  # cos, sin [h*w, head_dim]
+    for layer in venc.transformer.layers:
+        x = layer(x, None, position_embeddings=pos)[0]
+    tower = x
+    x = proj.norm(x)
+    d = x.shape[-1]
+    # unfold(kernel 2, stride 2) order: feature index = c * 4 + ki * 2 + kj, blocks row-major
+    x = x.reshape(B, h // 2, 2, w // 2, 2, d).permute(0, 1, 3, 5, 2, 4).reshape(B, (h // 2) * (w // 2), d * 4)
+    x = proj.patch_merger.merging_layer(x)
+    x = proj.linear_2(proj.act(proj.linear_1(x)))
+    return x, tower.reshape(B, h, w, d)
+
+
+def ctc_features(tower):
+    """Tower output [B, h, w, C] of line images -> column features [B, w, C] (mean over patch rows)."""
+    return tower.float().mean(1)

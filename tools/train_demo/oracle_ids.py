@@ -1,0 +1,48 @@
+"""The oracle's greedy ids and per-step top-2 margins over a held-out set, on the CPU, one image per call.
+
+  python3 tools/train_demo/oracle_ids.py CKPT HELDOUT_DIR OUT.jsonl [MAX_NEW]
+
+Each image is the `tensorfold ocr` prompt (one user turn holding the image, the checkpoint's chat template and
+processor), run by Transformers' stock generate() greedily on the CPU without padding, stopping at the
+checkpoint's EOS (the same semantics tensorfold's CPU backend reproduces). Each row: file, text, ids, and per step
+the top-1 / top-2 logits (model_goldens.greedy's record). parity.py compares tensorfold's ids with these.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+
+
+def main(argv):
+    if len(argv) not in (4, 5):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    import model_goldens
+    from common import deterministic
+    ckpt, folder, out = argv[1:4]
+    max_new = int(argv[4]) if len(argv) == 5 else 160
+    deterministic(8)
+    model, proc, _ = model_goldens.load(ckpt, "cpu")
+    eos = set(model.generation_config.eos_token_id or [])
+    with open(os.path.join(folder, "ground_truth.jsonl"), encoding="utf-8") as f:
+        files = [json.loads(line)["file"] for line in f if line.strip()]
+    with open(out, "w", encoding="utf-8") as f:
+        for name in files:
+            msgs = [{"role": "user", "content": [{"type": "image", "path": os.path.abspath(os.path.join(folder, name))}]}]
+            inputs = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                              return_tensors="pt")
+            ids, steps = model_goldens.greedy(model, dict(inputs), max_new)
+            n = next((i + 1 for i, t in enumerate(ids) if t in eos), len(ids))  # through the first EOS
+            ids, steps = ids[:n], steps[:n]
+            text = proc.decode(ids, skip_special_tokens=True)
+            f.write(json.dumps({"file": name, "text": text, "ids": ids,
+                                "top1_logit": [s["top1_logit"] for s in steps],
+                                "top2_logit": [s["top2_logit"] for s in steps]}, ensure_ascii=False) + "\n")
+    print(f"{ckpt}: {len(files)} images of {folder} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
