@@ -60,8 +60,8 @@ def image_features(model, pv):
     h, w = H // PATCH, W // PATCH
     x = venc.patch_conv(pv.to(venc.patch_conv.weight.dtype))  # [B, Dv, h, w]
     x = venc.ln_pre(x.flatten(2).transpose(1, 2))  # [B, h*w, Dv]
-    max_w = venc.config.image_size // PATCH
-    ids = (torch.arange(h, device=pv.device)[:, None] * max_w + torch.arange(w, device=pv.device)[None]).reshape(-1)
+    hpos, wpos = torch.meshgrid(torch.arange(h, device=pv.device), torch.arange(w, device=pv.device), indexing="ij")
+    ids = torch.stack([hpos.flatten(), wpos.flatten()], dim=-1)  # [h*w, 2]: axial (row, column) positions
     pos = venc.patch_positional_embedding(x, ids)  # cos, sin [h*w, head_dim]
     for layer in venc.transformer.layers:
         x = layer(x, None, position_embeddings=pos)[0]
