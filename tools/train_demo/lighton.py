@@ -64,7 +64,7 @@ def image_features(model, pv):
     ids = torch.stack([hpos.flatten(), wpos.flatten()], dim=-1)  # [h*w, 2]: axial (row, column) positions
     pos = venc.patch_positional_embedding(x, ids)  # cos, sin [h*w, head_dim]
     for layer in venc.transformer.layers:
-        x = layer(x, None, position_embeddings=pos)[0]
+        x = layer(x, None, position_embeddings=pos)  # 5.17 layers return the tensor
     tower = x
     x = proj.norm(x)
     d = x.shape[-1]
