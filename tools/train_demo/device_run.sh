@@ -10,9 +10,9 @@
 set -u
 export PYTHONUNBUFFERED=1
 MODE=${MODE:-train}
-TRAIN_SECONDS=${TRAIN_SECONDS:-400}
-LIGHTON_ARGS=${LIGHTON_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.3}
-QWEN_ARGS=${QWEN_ARGS:---batch 512 --lr 1.5e-3 --warmup 150 --ctc-weight 0.5}
+TRAIN_SECONDS=${TRAIN_SECONDS:-380}
+LIGHTON_ARGS=${LIGHTON_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.3 --block-frac 0.35 --n-lines 120000 --n-blocks 30000}
+QWEN_ARGS=${QWEN_ARGS:---batch 512 --lr 1.5e-3 --warmup 150 --ctc-weight 0.5 --block-frac 0.25 --n-lines 120000 --n-blocks 30000}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
 log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
