@@ -2,7 +2,8 @@
 
 Usage: python3 cer.py GROUND_TRUTH.jsonl PREDICTIONS.jsonl   (each line {"file": ..., "text": ...})
 Prints the CER over the files present in the ground truth; a file missing from the predictions counts as "",
-then the CER of the even-numbered files (random strings in examples/heldout) and of the odd ones (words, numbers).
+then the CER of the even-numbered files (random strings in examples/heldout) and of the odd ones (words, numbers),
+or, where the ground truth names a "kind" (examples/heldout_blocks), the CER of each kind.
 """
 import json
 import sys
@@ -26,9 +27,9 @@ def cer(refs, hyps):
     return edits / max(chars, 1), edits, chars, exact
 
 
-def load_jsonl(path):
+def load_jsonl(path, key="text"):
     with open(path, encoding="utf-8") as f:
-        return {d["file"]: d["text"] for d in map(json.loads, filter(str.strip, f))}
+        return {d["file"]: d.get(key) for d in map(json.loads, filter(str.strip, f))}
 
 
 def main(argv):
@@ -39,7 +40,11 @@ def main(argv):
     files = sorted(gt)
     c, e, n, x = cer([gt[f] for f in files], [pred.get(f, "").strip() for f in files])
     print(f"CER {100 * c:.2f}% ({e} edits / {n} chars), exact lines {x}/{len(files)}")
-    for label, part in (("even (random strings)", files[0::2]), ("odd (words/numbers)", files[1::2])):
+    kinds = load_jsonl(argv[1], "kind")
+    parts = [("even (random strings)", files[0::2]), ("odd (words/numbers)", files[1::2])]
+    if any(kinds.values()):
+        parts = [(k, [f for f in files if kinds[f] == k]) for k in sorted(set(kinds.values()))]
+    for label, part in parts:
         c, e, n, x = cer([gt[f] for f in part], [pred.get(f, "").strip() for f in part])
         print(f"  {label}: CER {100 * c:.2f}% ({e}/{n}), exact {x}/{len(part)}")
     return 0

@@ -10,23 +10,25 @@
 set -u
 export PYTHONUNBUFFERED=1
 MODE=${MODE:-train}
+FAMILIES=${FAMILIES:-"lighton qwen"}        # train: which to train
+MODELS=${MODELS:-"demo-lighton demo-qwen35"}  # eval: which checkpoints under models/
 TRAIN_SECONDS=${TRAIN_SECONDS:-380}
 LIGHTON_ARGS=${LIGHTON_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.3 --block-frac 0.35 --n-lines 120000 --n-blocks 30000}
 QWEN_ARGS=${QWEN_ARGS:---batch 512 --lr 1.5e-3 --warmup 150 --ctc-weight 0.5 --block-frac 0.25 --n-lines 120000 --n-blocks 30000}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
 log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
-train_both() {  # extra args for both
-  # shellcheck disable=SC2086
-  python3 tools/train_demo/train.py --family lighton_ocr --fonts .fonts --out "$OUT/lighton" $LIGHTON_ARGS "$@" \
-    --procs 8 >/tmp/lighton.out 2>&1 &
-  local pl=$!
-  # shellcheck disable=SC2086
-  python3 tools/train_demo/train.py --family qwen3_5 --fonts .fonts --out "$OUT/qwen" $QWEN_ARGS "$@" \
-    --procs 8 >/tmp/qwen.out 2>&1 &
-  local pq=$!
-  wait $pl; log "lighton exit $?"; wait $pq; log "qwen exit $?"
-  for r in lighton qwen; do
+train_both() {  # extra args for each family of $FAMILIES, run concurrently
+  local pids=""
+  for r in $FAMILIES; do
+    if [ "$r" = lighton ]; then fam=lighton_ocr; args=$LIGHTON_ARGS; else fam=qwen3_5; args=$QWEN_ARGS; fi
+    # shellcheck disable=SC2086
+    python3 tools/train_demo/train.py --family $fam --fonts .fonts --out "$OUT/$r" $args "$@" \
+      --procs "$((16 / $(echo $FAMILIES | wc -w)))" >/tmp/$r.out 2>&1 &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait "$p"; log "train pid $p exit $?"; done
+  for r in $FAMILIES; do
     log "---- $r"; grep -v "Loading weights\|Writing model\|processor_kwargs\|falling back" /tmp/$r.out | tail -60 >>"$OUT/all.log"
   done
 }
@@ -45,7 +47,7 @@ case $MODE in
     mkdir -p /tmp/ids /tmp/demo_goldens
     CASES="line1=examples/line1.png line2=examples/line2.png heldout_001=examples/heldout/line_001.png"
     CASES="$CASES receipt=examples/receipt.png table=examples/table.png"
-    for m in demo-lighton demo-qwen35; do
+    for m in $MODELS; do
       (python3 tools/train_demo/oracle_ids.py models/$m examples/heldout /tmp/ids/$m.heldout.jsonl 48 &&
         python3 tools/train_demo/oracle_ids.py models/$m examples/heldout_blocks /tmp/ids/$m.heldout_blocks.jsonl 160 &&
         python3 tools/train_demo/demo_goldens.py models/$m /tmp/demo_goldens/$m $CASES) >/tmp/e_$m.out 2>&1 &
