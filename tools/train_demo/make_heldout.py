@@ -3,7 +3,7 @@
   python3 tools/train_demo/make_heldout.py FONT_DIR REPO_ROOT
 
 Writes examples/heldout_blocks/ (40 clean 560 x 224 blocks, the four kinds in turn, ground_truth.jsonl) and the
-README's example pages examples/{receipt,table,paragraph}.png. The line set examples/heldout/ (120 clean lines,
+README's example pages examples/{receipt,table,paragraph}.png with their text beside them (.txt). The line set examples/heldout/ (120 clean lines,
 data.heldout(120, SEED + 1000, fonts)) was written the same way by an earlier version of train.py and is kept.
 """
 import json
@@ -44,6 +44,8 @@ def main(argv):
     for j, (name, (kind, cells)) in enumerate(PAGES.items()):
         arr = data.render_block(cells, kind, random.Random(j), sans, clean=True)
         Image.fromarray(arr).convert("RGB").save(os.path.join(root, "examples", f"{name}.png"))
+        with open(os.path.join(root, "examples", f"{name}.txt"), "w", encoding="utf-8") as f:
+            f.write(data.block_text(cells) + "\n")
     print(f"wrote {len(rows)} blocks to {out} and {len(PAGES)} example pages")
     return 0
 
