@@ -124,7 +124,6 @@ def _font(path, size):
 
 def render(text, rng, fonts, clean=False):
     """Return a uint8 [IMG_H, IMG_W] grayscale line image."""
-    from PIL import Image, ImageDraw
     path = fonts[rng.randrange(len(fonts))]
     size = rng.randint(22, 30) if clean else rng.randint(18, 34)
     while True:
@@ -133,15 +132,21 @@ def render(text, rng, fonts, clean=False):
         if (x1 - x0 <= IMG_W - 8 and y1 - y0 <= IMG_H - 4) or size <= 12:
             break
         size -= 2
-    bg = 255 if clean else rng.randint(185, 255)
-    fg = 0 if clean else rng.randint(0, 70)
-    im = Image.new("L", (IMG_W, IMG_H), bg)
-    d = ImageDraw.Draw(im)
+    im, d, bg, fg = _canvas(IMG_H, rng, clean)
     w, h = x1 - x0, y1 - y0
     x = 8 if clean else rng.randint(2, max(2, min(40, IMG_W - w - 4)))
     y = (IMG_H - h) // 2 + (0 if clean else rng.randint(-3, 3))
     d.text((x - x0, y - y0), text, fill=fg, font=font)
     return np.asarray(im, dtype=np.uint8) if clean else _degrade(im, bg, rng, 1.0)
+
+
+def _canvas(h, rng, clean):
+    """A blank IMG_W x h page: white/black when clean, else a grey background and a dark ink."""
+    from PIL import Image, ImageDraw
+    bg = 255 if clean else rng.randint(185, 255)
+    fg = 0 if clean else rng.randint(0, 70)
+    im = Image.new("L", (IMG_W, h), bg)
+    return im, ImageDraw.Draw(im), bg, fg
 
 
 def _degrade(im, bg, rng, max_deg):
@@ -229,7 +234,6 @@ def block_text(rows):
 def render_block(rows, kind, rng, fonts, clean=False):
     """Return a uint8 [BLOCK_H, IMG_W] grayscale image of the rows, one per LINE_PITCH px: paragraphs and mixed
     lines left-aligned, table columns at fixed x stops, receipt amounts right-aligned."""
-    from PIL import Image, ImageDraw
     path = fonts[rng.randrange(len(fonts))]
     size = rng.randint(22, 30) if clean else rng.randint(18, 32)
     stops = [8, 280, 400] if clean else [rng.randint(2, 24), rng.randint(250, 300), rng.randint(380, 420)]
@@ -245,10 +249,7 @@ def render_block(rows, kind, rng, fonts, clean=False):
         if ok or size <= 12:
             break
         size -= 2
-    bg = 255 if clean else rng.randint(185, 255)
-    fg = 0 if clean else rng.randint(0, 70)
-    im = Image.new("L", (IMG_W, BLOCK_H), bg)
-    d = ImageDraw.Draw(im)
+    im, d, bg, fg = _canvas(BLOCK_H, rng, clean)
     y0 = 0 if clean else rng.randint(-2, 2)
     for i, r in enumerate(rows):
         cy = y0 + i * LINE_PITCH + LINE_PITCH // 2

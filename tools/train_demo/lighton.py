@@ -1,4 +1,4 @@
-"""The `lighton_ocr` half of the demo trainer: config, processor files, and a batched image-feature path for
+"""The `lighton_ocr` half of the demo trainer: config, processor, and a batched image-feature path for
 training (checked equal to Transformers' own get_image_features before training starts, see train.py).
 
 Everything here is Transformers 5.17's own LightOnOcrForConditionalGeneration. The stock Pixtral tower flattens
@@ -6,8 +6,6 @@ all images of a call into one sequence with a block-diagonal mask (quadratic in 
 loops over images; when every image of a call has the same size, the same modules run on a [B, patches, C]
 batch with no mask and the 2 x 2 merge is one reshape.
 """
-import os
-
 import data
 
 PATCH = 14
@@ -23,31 +21,16 @@ def make_config(ids, model_vocab):
     return cfg
 
 
-def write_static_files(tok, ids, out, here):
-    """Tokenizer, template, processor and generation config next to the weights (greedy by default)."""
-    import checkpoints as ck
-    import tiny_tokenizer as tt
+def make_processor(tok, template):
     from transformers import LightOnOcrProcessor, PixtralImageProcessor, TokenizersBackend
-    with open(os.path.join(here, "..", "reference", "templates", ck.TEMPLATE["lighton_ocr"]), encoding="utf-8") as f:
-        template = f.read()
+    import checkpoints as ck
     ht = TokenizersBackend(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
                            image_token="<|image_pad|>", image_break_token="<|vision_pad|>",
                            image_end_token="<|vision_end|>")
     ip = PixtralImageProcessor(size={"longest_edge": data.IMG_W}, patch_size=PATCH, resample=3,
                                image_mean=ck.CLIP_MEAN, image_std=ck.CLIP_STD, do_convert_rgb=True)
-    proc = LightOnOcrProcessor(image_processor=ip, tokenizer=ht, patch_size=PATCH, spatial_merge_size=2,
+    return LightOnOcrProcessor(image_processor=ip, tokenizer=ht, patch_size=PATCH, spatial_merge_size=2,
                                chat_template=template)
-    proc.save_pretrained(out)
-    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
-        f.write(tt.tokenizer_json_text(tok))
-    ck.write_json(os.path.join(out, "tokenizer_config.json"), ck.tokenizer_config("lighton_ocr", "tiny"))
-    with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
-        f.write(template)
-    ip.to_json_file(os.path.join(out, "preprocessor_config.json"))
-    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
-    ck.write_json(os.path.join(out, "generation_config.json"),
-                  {"bos_token_id": eot, "do_sample": False, "eos_token_id": [im_end, eot], "pad_token_id": eot,
-                   "transformers_version": __import__("transformers").__version__})
 
 
 def image_features(model, pv):

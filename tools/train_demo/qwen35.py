@@ -1,10 +1,9 @@
-"""The `qwen3_5` half of the demo trainer: config, processor files, the processor's pixel pipeline on batches,
+"""The `qwen3_5` half of the demo trainer: config, processor, the processor's pixel pipeline on batches,
 a batched vision attention for training (checked equal to Transformers'), and the CTC features of the tower.
 
 Everything here is Transformers 5.17's own Qwen3_5ForConditionalGeneration; only the training loop takes
 shortcuts, each compared with the stock code path before training starts (see train.py).
 """
-import os
 import sys
 
 import data
@@ -103,25 +102,6 @@ def ctc_features(last_hidden, B):
     patch rows)."""
     x = last_hidden.float().reshape(B, GH // 2, GW // 2, 2, 2, -1).permute(0, 1, 3, 2, 4, 5)
     return x.reshape(B, GH, GW, -1).mean(1)
-
-
-def write_static_files(tok, ids, out, here):
-    import checkpoints as ck
-    import tiny_tokenizer as tt
-    with open(os.path.join(here, "..", "reference", "templates", ck.TEMPLATE["qwen3_5"]), encoding="utf-8") as f:
-        template = f.read()
-    proc = make_processor(tok, template)
-    proc.save_pretrained(out)
-    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
-        f.write(tt.tokenizer_json_text(tok))
-    ck.write_json(os.path.join(out, "tokenizer_config.json"), ck.tokenizer_config("qwen3_5", "tiny"))
-    with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
-        f.write(template)
-    proc.image_processor.to_json_file(os.path.join(out, "preprocessor_config.json"))
-    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
-    ck.write_json(os.path.join(out, "generation_config.json"),
-                  {"bos_token_id": eot, "do_sample": False, "eos_token_id": [im_end, eot], "pad_token_id": eot,
-                   "transformers_version": __import__("transformers").__version__})
 
 
 assert data.IMG_H == 56 and data.BLOCK_H == 224 and data.IMG_W == 560, "RES holds smart_resize of the rendered sizes"

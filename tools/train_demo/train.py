@@ -72,6 +72,27 @@ def train_tokenizer(seed, regex=None):
     return tok
 
 
+def write_static_files(fam, family, tok, ids, out):
+    """Processor, tokenizer, template and generation config next to the weights (greedy by default); `fam` is
+    the family's helper module (lighton or qwen35)."""
+    import checkpoints as ck
+    import tiny_tokenizer as tt
+    with open(os.path.join(HERE, "..", "reference", "templates", ck.TEMPLATE[family]), encoding="utf-8") as f:
+        template = f.read()
+    proc = fam.make_processor(tok, template)
+    proc.save_pretrained(out)
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tt.tokenizer_json_text(tok))
+    ck.write_json(os.path.join(out, "tokenizer_config.json"), ck.tokenizer_config(family, "tiny"))
+    with open(os.path.join(out, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(template)
+    proc.image_processor.to_json_file(os.path.join(out, "preprocessor_config.json"))
+    eot, im_end = ids["<|endoftext|>"], ids["<|im_end|>"]
+    ck.write_json(os.path.join(out, "generation_config.json"),
+                  {"bos_token_id": eot, "do_sample": False, "eos_token_id": [im_end, eot], "pad_token_id": eot,
+                   "transformers_version": __import__("transformers").__version__})
+
+
 def save_checkpoint(model, static_dir, out_dir, tar_path, arcname):
     import shutil
     import torch
@@ -161,7 +182,6 @@ class Bucket:
         self.enc = enc
         self.prompt = enc["input_ids"][0].to(dev)  # [P]
         self.P = self.prompt.shape[0]
-        return enc
 
 
 def render_data(args, qwen):
@@ -314,7 +334,8 @@ def main():
         tok = Tokenizer.from_file(os.path.join(args.resume, "tokenizer.json"))
     ids = tt.token_ids(tok)
     log(f"tokenizer vocab {tok.get_vocab_size()} ids {ids['<|im_end|>']} {ids['<|image_pad|>']}")
-    (qwen35 if qwen else lighton).write_static_files(tok, ids, static_dir, HERE)
+    fam = qwen35 if qwen else lighton
+    write_static_files(fam, args.family, tok, ids, static_dir)
     if args.resume:  # the resumed checkpoint's own files win
         import shutil
         for fn in os.listdir(args.resume):
@@ -326,7 +347,7 @@ def main():
     if blocks:
         buckets.append(Bucket("block", blocks[0], blocks[1], tok, ids, bb, dev))
     del line_i, blocks
-    cfg = (qwen35 if qwen else lighton).make_config(ids, MODEL_VOCAB)
+    cfg = fam.make_config(ids, MODEL_VOCAB)
     if args.resume:
         model = AutoModelForImageTextToText.from_pretrained(args.resume, dtype=torch.float32).to(dev)
     else:
@@ -342,12 +363,12 @@ def main():
     for b in buckets:
         probe = data.render("Probe 123", rng, fonts) if b.name == "line" else \
             data.render_block([["Probe", "123"], ["Two lines"]], "table", rng, fonts)
-        probe_path = os.path.join(work, f"probe_{b.name}.png")
-        Image.fromarray(probe).convert("RGB").save(probe_path)
-        b.set_prompt(proc, probe_path, dev)
+        b.probe_path = os.path.join(work, f"probe_{b.name}.png")
+        Image.fromarray(probe).convert("RGB").save(b.probe_path)
+        b.set_prompt(proc, b.probe_path, dev)
     run, ctc_feats, patch = (qwen_runner if qwen else lighton_runner)(model, buckets, ids, proc, dev)
-    for b, probe_path in zip(buckets, [os.path.join(work, f"probe_{b.name}.png") for b in buckets]):
-        raw = np.asarray(Image.open(probe_path).convert("L"))[None]
+    for b in buckets:
+        raw = np.asarray(Image.open(b.probe_path).convert("L"))[None]
         mine = b.pixels(torch.from_numpy(qwen35.resize_lines(raw, 1) if qwen else raw).to(dev))
         ref = b.enc["pixel_values"].to(dev)
         diff = (ref - mine).abs().max().item() if ref.shape == mine.shape else float("inf")
