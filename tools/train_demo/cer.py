@@ -39,7 +39,7 @@ def main(argv):
     gt, pred = load_jsonl(argv[1]), load_jsonl(argv[2])
     files = sorted(gt)
     c, e, n, x = cer([gt[f] for f in files], [pred.get(f, "").strip() for f in files])
-    print(f"CER {100 * c:.2f}% ({e} edits / {n} chars), exact lines {x}/{len(files)}")
+    print(f"CER {100 * c:.2f}% ({e} edits / {n} chars), exact {x}/{len(files)}")
     kinds = load_jsonl(argv[1], "kind")
     parts = [("even (random strings)", files[0::2]), ("odd (words/numbers)", files[1::2])]
     if any(kinds.values()):
