@@ -4,6 +4,7 @@
 // (LightOnOcrMultiModalProjector, LightOnOcrPatchMerger); research/lighton_ocr.md §4-5.
 #include <cmath>
 
+#include "models/layers/decoder.h"
 #include "models/layers/rope.h"
 #include "models/layers/util.h"
 #include "models/lighton_ocr/model.h"
@@ -102,10 +103,7 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
     capture(capture_, b, name + ".attention", o);
     b.add(h, o, h);
     b.rms_norm(h, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.gate_proj, nullptr, gate);
-    b.linear(xn, L.up_proj, nullptr, up);
-    b.silu_mul(gate, up, gate);
-    b.linear(gate, L.down_proj, nullptr, o);
+    swiglu_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, gate, up, o);
     capture(capture_, b, name + ".feed_forward", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);

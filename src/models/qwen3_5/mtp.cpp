@@ -9,6 +9,7 @@
 // Drafts are proposals; verification decides, so MTP numerics never change an output.
 #include <cmath>
 
+#include "models/layers/decoder.h"
 #include "models/layers/util.h"
 #include "models/qwen3_5/model.h"
 
@@ -139,10 +140,7 @@ DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& h
   full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, c.mtp.k[0], c.mtp.v[0], o);
   b.add(h, o, h);
   b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-  b.linear(xn, L.mlp.gate_proj, nullptr, gate);
-  b.linear(xn, L.mlp.up_proj, nullptr, up);
-  b.silu_mul(gate, up, gate);
-  b.linear(gate, L.mlp.down_proj, nullptr, o);
+  swiglu_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, gate, up, o);
   b.add(h, o, h);
   b.rms_norm(h, M.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   return xn;

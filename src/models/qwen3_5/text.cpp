@@ -3,6 +3,7 @@
 // lm_head. Text M-RoPE: cos/sin from per-row (T, H, W) positions with HF's interleaved slots.
 #include <cmath>
 
+#include "models/layers/decoder.h"
 #include "models/layers/rope.h"
 #include "models/layers/util.h"
 #include "models/qwen3_5/model.h"
@@ -100,17 +101,8 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
                         std::to_string(pos0));
     if (cfg_.has_vision && id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
   }
-  const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
-  if (n_img != static_cast<int64_t>(image_rows.size()))
-    return make_error("forward: " + std::to_string(image_rows.size()) + " image tokens but " +
-                      std::to_string(n_img) + " image embedding rows");
-  if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != t.hidden_size ||
-                             batch.image_embeds->dtype != info_.dtype))
-    return make_error("forward: image embeddings must be " + std::string(dtype_name(info_.dtype)) + " [n, " +
-                      std::to_string(t.hidden_size) + "]");
-  for (int32_t r : batch.logit_rows)
-    if (r < 0 || r >= n)
-      return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+  TF_TRY(check_images_and_logit_rows(batch, image_rows.size(), n, t.hidden_size, info_.dtype));
+  const int64_t n_img = static_cast<int64_t>(image_rows.size());
   if (batch.decode_rows && (pos0 == 0 || n_img > 0))
     return make_error("forward: decode rows continue a non-empty cache and hold no image tokens");
 
@@ -157,10 +149,7 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
     }
     b.add(h, o, h);
     b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-    b.linear(xn, L.mlp.gate_proj, nullptr, gate);
-    b.linear(xn, L.mlp.up_proj, nullptr, up);
-    b.silu_mul(gate, up, gate);
-    b.linear(gate, L.mlp.down_proj, nullptr, o);
+    swiglu_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, gate, up, o);
     capture(capture_, b, name + ".mlp", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);
@@ -175,18 +164,7 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
   }
   if (cache->mtp.on) mtp_follow(*cache, batch, pos0, xn);
 
-  const int64_t m = static_cast<int64_t>(batch.logit_rows.size());
-  Buffer logits(DType::F32, {m, t.vocab_size});  // [n_logit_rows, vocab]
-  if (m == 0) return logits;
-  DeviceBuffer sel = b.alloc(act, {m, hs});
-  b.gather_rows(xn, upload_i32(b, batch.logit_rows), sel);
-  DeviceBuffer lg = b.alloc(act, {m, t.vocab_size});
-  b.linear(sel, w_.lm_head_weight(), nullptr, lg);
-  capture(capture_, b, "lm_head", lg);
-  DeviceBuffer lf = b.alloc(DType::F32, {m, t.vocab_size});
-  b.cast(lg, lf);
-  b.download(lf, logits.data());
-  return logits;
+  return lm_head_logits(b, xn, batch.logit_rows, w_.lm_head_weight(), capture_);
 }
 
 }  // namespace tf::qwen3_5

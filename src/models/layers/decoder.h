@@ -1,0 +1,58 @@
+// Pieces every decoder forward shares: the batch checks, the SwiGLU MLP and the logits of selected rows.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "base/status.h"
+#include "models/layers/util.h"
+#include "models/model.h"
+
+namespace tf {
+
+// The image embedding rows must pair one to one with the batch's image tokens (n_image_tokens of them) and
+// be act [n, hidden]; every logit row must be a row of the batch (n_rows).
+inline Status check_images_and_logit_rows(const ForwardBatch& batch, size_t n_image_tokens, int64_t n_rows,
+                                          int64_t hidden, DType act) {
+  const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
+  if (n_img != static_cast<int64_t>(n_image_tokens))
+    return make_error("forward: " + std::to_string(n_image_tokens) + " image tokens but " + std::to_string(n_img) +
+                      " image embedding rows");
+  if (batch.image_embeds &&
+      (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != hidden || batch.image_embeds->dtype != act))
+    return make_error("forward: image embeddings must be " + std::string(dtype_name(act)) + " [n, " +
+                      std::to_string(hidden) + "]");
+  for (int32_t r : batch.logit_rows)
+    if (r < 0 || r >= n_rows) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+  return {};
+}
+
+// out = down_proj(silu(gate_proj(x)) * up_proj(x)); gate and up are [n, intermediate] scratch (gate is reused
+// for the product, as HF's act_fn(gate) * up rounds once to the activation dtype).
+inline void swiglu_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, const Tensor& up_proj,
+                       const Tensor& down_proj, const Tensor& gate, const Tensor& up, const Tensor& out) {
+  b.linear(x, gate_proj, nullptr, gate);
+  b.linear(x, up_proj, nullptr, up);
+  b.silu_mul(gate, up, gate);
+  b.linear(gate, down_proj, nullptr, out);
+}
+
+// Logits [rows.size(), vocab] in f32 of the final-norm hidden states' selected rows: lm_head in the activation
+// dtype (captured as "lm_head"), then widened, as HF's logits.float().
+inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector<int32_t>& rows,
+                             const Tensor& lm_head, const CaptureFn& cap) {
+  const int64_t m = static_cast<int64_t>(rows.size()), vocab = lm_head.dim(0);
+  Buffer logits(DType::F32, {m, vocab});  // [n_logit_rows, vocab]
+  if (m == 0) return logits;
+  DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});
+  b.gather_rows(hidden, upload_i32(b, rows), sel);
+  DeviceBuffer lg = b.alloc(hidden.dtype, {m, vocab});
+  b.linear(sel, lm_head, nullptr, lg);
+  capture(cap, b, "lm_head", lg);
+  DeviceBuffer lf = b.alloc(DType::F32, {m, vocab});
+  b.cast(lg, lf);
+  b.download(lf, logits.data());
+  return logits;
+}
+
+}  // namespace tf
