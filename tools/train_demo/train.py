@@ -290,6 +290,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256, help="line images per step")
     ap.add_argument("--block-batch", type=int, default=0, help="block images per step (default batch / 4)")
     ap.add_argument("--block-frac", type=float, default=0.35, help="share of steps on blocks")
+    ap.add_argument("--block-start", type=int, default=0, help="lines only before this step (a curriculum)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--vision-lr-mult", type=float, default=2.0)
@@ -441,7 +442,8 @@ def main():
         lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / T))))
         for g in opt.param_groups:
             g["lr"] = args.lr * g["lr_mult"] * lr_f
-        b = buckets[-1] if len(buckets) > 1 and pick.random() < args.block_frac else buckets[0]
+        blocks_on = len(buckets) > 1 and step >= args.block_start
+        b = buckets[-1] if blocks_on and pick.random() < args.block_frac else buckets[0]
         idx = torch.randint(0, b.N, (b.batch,), device=dev, generator=gen)
         lm, ctc = forward(b, idx)
         loss = lm if ctc is None else lm + args.ctc_weight * ctc
