@@ -16,14 +16,15 @@ inline Status check_images_and_logit_rows(const ForwardBatch& batch, size_t n_im
                                           int64_t hidden, DType act) {
   const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
   if (n_img != static_cast<int64_t>(n_image_tokens))
-    return make_error("forward: " + std::to_string(n_image_tokens) + " image tokens but " + std::to_string(n_img) +
-                      " image embedding rows");
-  if (batch.image_embeds &&
-      (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != hidden || batch.image_embeds->dtype != act))
+    return make_error("forward: " + std::to_string(n_image_tokens) + " image tokens but " +
+                      std::to_string(n_img) + " image embedding rows");
+  if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != hidden ||
+                             batch.image_embeds->dtype != act))
     return make_error("forward: image embeddings must be " + std::string(dtype_name(act)) + " [n, " +
                       std::to_string(hidden) + "]");
   for (int32_t r : batch.logit_rows)
-    if (r < 0 || r >= n_rows) return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+    if (r < 0 || r >= n_rows)
+      return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
   return {};
 }
 
@@ -37,8 +38,8 @@ inline void swiglu_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, con
   b.linear(gate, down_proj, nullptr, out);
 }
 
-// Logits [rows.size(), vocab] in f32 of the final-norm hidden states' selected rows: lm_head in the activation
-// dtype (captured as "lm_head"), then widened, as HF's logits.float().
+// Logits [rows.size(), vocab] in f32 of the final-norm hidden states' selected rows: lm_head in the
+// activation dtype (captured as "lm_head"), then widened, as HF's logits.float().
 inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector<int32_t>& rows,
                              const Tensor& lm_head, const CaptureFn& cap) {
   const int64_t m = static_cast<int64_t>(rows.size()), vocab = lm_head.dim(0);
