@@ -13,8 +13,7 @@ MAX_PIXELS = 147456   # processor size.longest_edge (384^2): larger inputs are s
 # smart_resize with factor 32 (Python round, half to even): a 56 x 560 line -> 64 x 576 (patch grid 4 x 36, 36 merged
 # image tokens), a 224 x 560 block -> 224 x 576 (grid 14 x 36, 126 tokens)
 RES = {data.IMG_H: (64, 576), data.BLOCK_H: (224, 576)}
-RES_H, RES_W = RES[data.IMG_H]
-GH, GW = RES_H // 16, RES_W // 16
+GH, GW = (side // 16 for side in RES[data.IMG_H])  # a line image's patch grid (the CTC head's columns)
 
 TEXT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
             head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2,
