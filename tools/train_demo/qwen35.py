@@ -15,19 +15,27 @@ MAX_PIXELS = 147456   # processor size.longest_edge (384^2): larger inputs are s
 RES = {data.IMG_H: (64, 576), data.BLOCK_H: (224, 576)}
 GH, GW = (side // 16 for side in RES[data.IMG_H])  # a line image's patch grid (the CTC head's columns)
 
-TEXT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=64, linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2,
-            linear_num_value_heads=4, max_position_embeddings=4096,
-            layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
-VISION = dict(depth=3, hidden_size=96, intermediate_size=256, num_heads=2, out_hidden_size=128)
+# --qwen-size: "s" is the lines-only checkpoint of commit 21f078d (1.8 M parameters); "m" (default) doubles the
+# widths (the Pixtral/Qwen3 demo's 256) for the block data (~7.7 M parameters).
+SIZES = {
+    "s": (dict(hidden_size=128, intermediate_size=384, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+               linear_key_head_dim=32, linear_value_head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4),
+          dict(depth=3, hidden_size=96, intermediate_size=256, num_heads=2, out_hidden_size=128)),
+    "m": (dict(hidden_size=256, intermediate_size=768, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+               linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4),
+          dict(depth=4, hidden_size=256, intermediate_size=768, num_heads=4, out_hidden_size=256)),
+}
+LAYERS = dict(num_hidden_layers=4, max_position_embeddings=4096,
+              layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
 
 
-def make_config(ids, model_vocab):
+def make_config(ids, model_vocab, size="m"):
     import checkpoints as ck
+    text, vision = SIZES[size]
     cfg = ck.make_config_dict("qwen3_5", "tiny", ids, init_scale=0.02)
-    cfg["text_config"].update(TEXT, vocab_size=model_vocab)
+    cfg["text_config"].update(text, **LAYERS, vocab_size=model_vocab)
     cfg["text_config"]["rope_parameters"]["mrope_section"] = [3, 3, 2]  # rotary dim 16 (head_dim 64 x 0.25)
-    cfg["vision_config"].update(VISION)
+    cfg["vision_config"].update(vision)
     return cfg
 
 
@@ -94,6 +102,26 @@ def patch_vision_attention(model, state):
     def restore():
         cls.forward = orig
     return restore, orig, cls
+
+
+def patch_vision_positions(model):
+    """The tower's learned position embeddings (fast_pos_embed_interpolate) and rotary angles (rot_pos_emb) are
+    built by a Python loop over the images of a call; every image of a training call has the same grid, so compute
+    them for the first image and repeat (the per-image results are concatenated in image order, so this is the
+    same tensor). Returns a function that restores the stock methods."""
+    vis = model.model.visual
+    stock = {n: getattr(vis, n) for n in ("fast_pos_embed_interpolate", "rot_pos_emb")}
+
+    def once(fn):
+        return lambda grid_thw: fn(grid_thw[:1]).repeat(grid_thw.shape[0], 1)
+
+    for n, fn in stock.items():
+        setattr(vis, n, once(fn))
+
+    def restore():
+        for n in stock:
+            delattr(vis, n)  # the instance attribute shadowed the class method
+    return restore
 
 
 def ctc_features(last_hidden, B):

@@ -273,7 +273,10 @@ def qwen_runner(model, buckets, ids, proc, dev):
     def ctc_feats():
         return qwen35.ctc_features(cap["h"], cap["B"])  # [B, 36, C]
     # patched only after the stock comparison (main); returns the restore function
-    return run, ctc_feats, lambda: qwen35.patch_vision_attention(model, state)[0]
+    def patch():
+        undo = [qwen35.patch_vision_attention(model, state)[0], qwen35.patch_vision_positions(model)]
+        return lambda: [u() for u in undo]
+    return run, ctc_feats, patch
 
 
 def main():
@@ -302,6 +305,8 @@ def main():
     ap.add_argument("--resume", default="")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--max-train-seconds", type=float, default=0, help="stop early past this (call limits)")
+    ap.add_argument("--qwen-size", default="m", choices=sorted(qwen35.SIZES), help="qwen3_5 widths (qwen35.py)")
+    ap.add_argument("--profile", type=int, default=0, help="log a torch profile of this many steps from step 30")
     ap.add_argument("--stop-step", type=int, default=0, help="stop after this step of the --steps schedule")
     args = ap.parse_args()
     if args.smoke:
@@ -348,7 +353,7 @@ def main():
     if blocks:
         buckets.append(Bucket("block", blocks[0], blocks[1], tok, ids, bb, dev))
     del line_i, blocks
-    cfg = fam.make_config(ids, MODEL_VOCAB)
+    cfg = qwen35.make_config(ids, MODEL_VOCAB, args.qwen_size) if qwen else lighton.make_config(ids, MODEL_VOCAB)
     if args.resume:
         model = AutoModelForImageTextToText.from_pretrained(args.resume, dtype=torch.float32).to(dev)
     else:
@@ -426,25 +431,37 @@ def main():
     seen = {b.name: 0 for b in buckets}
     last = {}
     while True:
-        if total == 0 and step == 40:
-            per = (time.time() - t_train) / 40
-            total = int(args.train_seconds / per)
-            log(f"step time {per * 1000:.1f} ms -> total steps {total} (rerun with --steps {total})")
-        T = total if total else 10 ** 9
-        if step >= T:
+        # --steps N: cosine over N steps; --steps 0: over --train-seconds of wall time (line and block steps differ
+        # in cost, so a count measured on the first steps would not fit); the log gives the count to rerun with.
+        elapsed = time.time() - t_train
+        progress = step / total if total else elapsed / args.train_seconds
+        if progress >= 1.0:
+            if not total:
+                log(f"--train-seconds {args.train_seconds:.0f} reached at step {step} (rerun with --steps {step})")
             break
+        T = total or "?"
         if args.stop_step and step >= args.stop_step:
             log(f"stopping at step {step}/{T}: --stop-step")
             break
-        if args.max_train_seconds and time.time() - t_train > args.max_train_seconds:
+        if args.max_train_seconds and elapsed > args.max_train_seconds:
             log(f"stopping at step {step}/{T}: --max-train-seconds {args.max_train_seconds:.0f} reached")
             break
-        lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / T))))
+        lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = args.lr * g["lr_mult"] * lr_f
         blocks_on = len(buckets) > 1 and step >= args.block_start
         b = buckets[-1] if blocks_on and pick.random() < args.block_frac else buckets[0]
         idx = torch.randint(0, b.N, (b.batch,), device=dev, generator=gen)
+        if args.profile and step == 30:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                      torch.profiler.ProfilerActivity.CUDA])
+            prof.__enter__()
+        if args.profile and step == 30 + args.profile:
+            torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            for key in ("self_cpu_time_total", "self_device_time_total"):
+                log(f"profile of steps 30..{step - 1} by {key}:\n" +
+                    prof.key_averages().table(sort_by=key, row_limit=14, max_name_column_width=48))
         lm, ctc = forward(b, idx)
         loss = lm if ctc is None else lm + args.ctc_weight * ctc
         opt.zero_grad(set_to_none=True)
