@@ -46,6 +46,9 @@ def main(argv):
     model_goldens.greedy = greedy
     summary = model_goldens.write_golden(ckpt, out, "", command=" ".join(argv),
                                          extra_meta={"images": {n: img for n, img in cases}})
+    if os.environ.get("FULL_STAGES"):  # keep every captured stage (a first-difference hunt, not a golden)
+        print(summary)
+        return 0
     for name, _ in cases:
         st = os.path.join(out, name, "stages.safetensors")
         t = load_file(st)

@@ -10,6 +10,7 @@ the top-1 / top-2 logits (model_goldens.greedy's record). parity.py compares ten
 import json
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
@@ -28,6 +29,7 @@ def main(argv):
     eos = set(model.generation_config.eos_token_id or [])
     with open(os.path.join(folder, "ground_truth.jsonl"), encoding="utf-8") as f:
         files = [json.loads(line)["file"] for line in f if line.strip()]
+    t0 = time.time()
     with open(out, "w", encoding="utf-8") as f:
         for name in files:
             msgs = [{"role": "user", "content": [{"type": "image", "path": os.path.abspath(os.path.join(folder, name))}]}]
@@ -40,6 +42,8 @@ def main(argv):
             f.write(json.dumps({"file": name, "text": text, "ids": ids,
                                 "top1_logit": [s["top1_logit"] for s in steps],
                                 "top2_logit": [s["top2_logit"] for s in steps]}, ensure_ascii=False) + "\n")
+            f.flush()  # a call limit keeps the rows done so far
+            print(f"{name}: {len(ids)} ids, {time.time() - t0:.1f}s", flush=True)
     print(f"{ckpt}: {len(files)} images of {folder} -> {out}")
     return 0
 

@@ -104,23 +104,56 @@ def patch_vision_attention(model, state):
     return restore, orig, cls
 
 
-def patch_vision_positions(model):
-    """The tower's learned position embeddings (fast_pos_embed_interpolate) and rotary angles (rot_pos_emb) are
-    built by a Python loop over the images of a call; every image of a training call has the same grid, so compute
-    them for the first image and repeat (the per-image results are concatenated in image order, so this is the
-    same tensor). Returns a function that restores the stock methods."""
-    vis = model.model.visual
-    stock = {n: getattr(vis, n) for n in ("fast_pos_embed_interpolate", "rot_pos_emb")}
+def patch_vision_positions(model, grid, log):
+    """Transformers computes the tower's position-table interpolation and rotary positions per call from grid_thw
+    (module functions get_vision_interpolation_indices_and_weights / get_vision_position_ids); every image of a
+    training call has the same grid, so compute them for the first image and tile them over the call. The tiled
+    result is compared with the stock one for a 3-image grid here; the patch is applied only if they are equal.
+    Returns a function that restores the stock functions (or None when not patched)."""
+    import torch
+    mod = sys.modules[type(model.model.visual).__module__]
+    names = ("get_vision_interpolation_indices_and_weights", "get_vision_position_ids")
+    stock = {n: getattr(mod, n) for n in names if hasattr(mod, n)}
+
+    def tile(x, B, L):  # L: patches per image
+        if isinstance(x, (tuple, list)):
+            return type(x)(tile(t, B, L) for t in x)
+        if not torch.is_tensor(x):
+            return x
+        axis = [d for d, n in enumerate(x.shape) if n == L]
+        if len(axis) != 1:
+            raise ValueError(f"no single patch axis in {tuple(x.shape)}")
+        return x.repeat(*[B if d == axis[0] else 1 for d in range(x.dim())])
 
     def once(fn):
-        return lambda grid_thw: fn(grid_thw[:1]).repeat(grid_thw.shape[0], 1)
+        return lambda grid_thw, *a, **k: tile(fn(grid_thw[:1], *a, **k), grid_thw.shape[0], int(grid_thw[0].prod()))
 
+    def same(x, y):
+        if isinstance(x, (tuple, list)):
+            return len(x) == len(y) and all(same(p, q) for p, q in zip(x, y))
+        return bool((x == y).all()) if torch.is_tensor(x) else x == y
+
+    g3 = grid.expand(3, -1)
+    vis = model.model.visual
+    kw = dict(num_grid_per_side=vis.num_grid_per_side, mode=vis.interpolation_mode,
+              align_corners=vis.interpolation_align_corners, spatial_merge_size=vis.spatial_merge_size, kwargs={})
+    try:
+        for n, fn in stock.items():
+            args = kw if n == names[0] else {}
+            call = (lambda f: f(g3, **args)) if args else (lambda f: f(g3, vis.spatial_merge_size, kwargs={}))
+            ok = same(call(fn), call(once(fn)))
+            log(f"vision positions: {n} tiled == stock for 3 images: {ok}")
+            if not ok:
+                return None
+    except Exception as e:  # a Transformers change: keep the stock path
+        log(f"vision positions: not patched ({type(e).__name__}: {e})")
+        return None
     for n, fn in stock.items():
-        setattr(vis, n, once(fn))
+        setattr(mod, n, once(fn))
 
     def restore():
-        for n in stock:
-            delattr(vis, n)  # the instance attribute shadowed the class method
+        for n, fn in stock.items():
+            setattr(mod, n, fn)
     return restore
 
 

@@ -274,8 +274,9 @@ def qwen_runner(model, buckets, ids, proc, dev):
         return qwen35.ctc_features(cap["h"], cap["B"])  # [B, 36, C]
     # patched only after the stock comparison (main); returns the restore function
     def patch():
-        undo = [qwen35.patch_vision_attention(model, state)[0], qwen35.patch_vision_positions(model)]
-        return lambda: [u() for u in undo]
+        undo = [qwen35.patch_vision_attention(model, state)[0],
+                qwen35.patch_vision_positions(model, buckets[0].grid, log)]
+        return lambda: [u() for u in undo if u]
     return run, ctc_feats, patch
 
 
