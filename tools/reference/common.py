@@ -99,6 +99,68 @@ def compact_bf16(store):
     return store
 
 
+# The stage and processor tensors under tests/golden/{model,processor}/ are committed xz-compressed (X.xz) and
+# unpacked next to themselves (X, git-ignored) by CMake's configure step or unpack_goldens().
+PACKED_NAMES = ("stages.safetensors", "tensors.safetensors")
+PACKED_DIRS = ("model", "processor")
+
+
+def _packed_files(root, suffix=""):
+    for top in PACKED_DIRS:
+        for dp, dn, fn in os.walk(os.path.join(root, top)):
+            dn.sort()
+            for f in sorted(fn):
+                if f in tuple(n + suffix for n in PACKED_NAMES):
+                    yield os.path.join(dp, f)
+
+
+def pack_goldens(root):
+    """Write X.xz for every raw X newer than its X.xz (a fresh oracle output); an unchanged content is left alone.
+    xz -9e, CRC64: the same bytes for the same input."""
+    import lzma
+    n = 0
+    for raw in _packed_files(root):
+        z = raw + ".xz"
+        if os.path.exists(z) and os.path.getmtime(z) >= os.path.getmtime(raw):
+            continue
+        with open(raw, "rb") as f:
+            data = f.read()
+        if os.path.exists(z):
+            with open(z, "rb") as f:
+                if lzma.decompress(f.read()) == data:
+                    continue
+        with open(z + ".part", "wb") as f:
+            f.write(lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64,
+                                  preset=9 | lzma.PRESET_EXTREME))
+        os.replace(z + ".part", z)
+        n += 1
+    return n
+
+
+def unpack_goldens(root):
+    """Write X from X.xz where X is missing or older (as cmake/unpack_goldens.cmake does)."""
+    import lzma
+    n = 0
+    for z in _packed_files(root, ".xz"):
+        raw = z[:-3]
+        if os.path.exists(raw) and os.path.getmtime(raw) > os.path.getmtime(z):
+            continue
+        with open(z, "rb") as f:
+            data = lzma.decompress(f.read())
+        with open(raw + ".part", "wb") as f:
+            f.write(data)
+        os.replace(raw + ".part", raw)
+        n += 1
+    return n
+
+
+def sha256_packed(z):
+    """sha256 of the content of an .xz file."""
+    import lzma
+    with open(z, "rb") as f:
+        return hashlib.sha256(lzma.decompress(f.read())).hexdigest()
+
+
 def save_tensors(path, tensors):
     from safetensors.torch import save_file
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

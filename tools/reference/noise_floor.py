@@ -31,6 +31,8 @@ def cos_rel(a, b):
 
 def main():
     import torch
+    from common import unpack_goldens
+    unpack_goldens(ROOT)  # the committed stages are .xz
     from safetensors.torch import load_file as _load
 
     def load_file(path):  # stages may be BF16 (compact_bf16): compare as f32

@@ -177,9 +177,10 @@ def probe_model_noise(report, out_dir):
     every stage with the committed golden: the oracle's own noise floor."""
     import torch
     from safetensors.numpy import load_file
-    from common import deterministic
+    from common import deterministic, unpack_goldens
     from model_goldens import write_golden
     root = os.path.join(HERE, "../../tests/golden")
+    unpack_goldens(root)  # the committed stages are .xz
     res = {}
     for ck, subset in [("lighton_ocr-tiny-bf16", ["ocr_plain", "text_only"]),
                        ("mistral3-tiny-bf16-untied", ["ocr_plain"]),

@@ -11,7 +11,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from common import HERE, SEED, deterministic, sha256_file, sources, write_json  # noqa: E402
+from common import (HERE, PACKED_NAMES, SEED, deterministic, pack_goldens, sha256_file, sha256_packed,  # noqa: E402
+                    sources, write_json)
 
 # images the model goldens feed (processor/<family>_tiny stores their resized uint8 pixels)
 TINY_IMAGES_PIXTRAL = ["page_1583x2048.png", "page_1540x1190.png", "rgba_alpha.png", "jpeg_exif6.jpg"]
@@ -88,6 +89,9 @@ def build_all(root, only=None):
 
 
 def write_sums(root):
+    """Packs the stage/processor tensors (common.pack_goldens), then lists every golden file's sha256; a packed
+    file is listed under its unpacked name with the hash of its content (`sha256sum -c` after unpacking)."""
+    pack_goldens(root)
     lines = []
     for dp, dn, fn in os.walk(root):
         if dp == root:
@@ -97,6 +101,11 @@ def write_sums(root):
             p = os.path.join(dp, f)
             rel = os.path.relpath(p, root)
             if rel in ("SHA256SUMS", "README.md") or (dp == root and rel != "sources.json"):
+                continue
+            if f.endswith(".part") or (f in PACKED_NAMES and os.path.exists(p + ".xz")):
+                continue  # the packed copy below stands for it
+            if f[:-3] in PACKED_NAMES and f.endswith(".xz"):
+                lines.append(f"{sha256_packed(p)}  {rel[:-3]}")
                 continue
             lines.append(f"{sha256_file(p)}  {rel}")
     with open(os.path.join(root, "SHA256SUMS"), "w") as f:
