@@ -4,7 +4,7 @@
 #   smoke  both families: --smoke (whole pipeline, a few steps), then 60 s of the real recipe (step times, loss);
 #   train  both families trained from scratch concurrently on the one GPU (TRAIN_SECONDS each), each evaluated on
 #          examples/heldout and examples/heldout_blocks by the stock Transformers code on its reloaded bf16
-#          checkpoint: $OUT/{lighton,qwen}/{model.tar,train_log.txt,oracle_*.jsonl};
+#          checkpoint: $OUT/{lighton,qwen}/{model.tar.gz,train_log.txt,oracle_*.jsonl};
 #   eval   for the checkpoints under models/: the CPU oracle's greedy ids and margins on both held-out sets
 #          (oracle_ids.py -> $OUT/ids.tar) and the parity goldens (demo_goldens.py -> $OUT/goldens.tar).
 set -u
@@ -14,7 +14,7 @@ FAMILIES=${FAMILIES:-"lighton qwen"}        # train: which to train
 MODELS=${MODELS:-"demo-lighton demo-qwen35"}  # eval: which checkpoints under models/
 TRAIN_SECONDS=${TRAIN_SECONDS:-380}
 LIGHTON_ARGS=${LIGHTON_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.3 --block-frac 0.35 --n-lines 120000 --n-blocks 30000}
-QWEN_ARGS=${QWEN_ARGS:---batch 512 --lr 1.5e-3 --warmup 150 --ctc-weight 0.5 --block-frac 0.25 --n-lines 120000 --n-blocks 30000}
+QWEN_ARGS=${QWEN_ARGS:---batch 256 --lr 1e-3 --warmup 150 --ctc-weight 0.5 --block-frac 0.3 --block-start 800 --n-lines 120000 --n-blocks 30000 --qwen-size m}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
 log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
@@ -38,7 +38,7 @@ case $MODE in
     rm -rf "$OUT/lighton" "$OUT/qwen"; mkdir -p "$OUT/lighton" "$OUT/qwen"
     train_both --steps 2000 --max-train-seconds 60 --n-lines 20000 --n-blocks 5000 --heldout-dir "" \
       --heldout-blocks-dir ""
-    rm -f "$OUT"/*/model.tar
+    rm -f "$OUT"/*/model.tar.gz
     ;;
   train)
     train_both --train-seconds "$TRAIN_SECONDS" --max-train-seconds "$((TRAIN_SECONDS + 20))"
