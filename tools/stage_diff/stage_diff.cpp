@@ -23,6 +23,7 @@
 
 #include "base/sha256.h"
 #include "io/weight_map.h"
+#include "models/lighton_ocr/capture_layout.h"
 #include "runtime/pipeline.h"
 #include "tensor/dtype.h"
 
@@ -51,21 +52,6 @@ bool read_json(const std::string& path, nlohmann::ordered_json& out) {
 std::vector<float> oracle_f32(const TensorInfo& ti) {
   Tensor t{const_cast<void*>(ti.data), ti.dtype, ti.shape};
   return to_f32_vector(t);
-}
-
-// Pixtral's patch_conv: HF keeps [1, C, gh, gw]; the engine has [gh*gw, C]. One image only.
-std::vector<float> to_hf_layout(const std::string& name, const std::vector<float>& mine, const Shape& hf) {
-  const std::string suffix = ".patch_conv";
-  if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 ||
-      hf.size() != 4 || hf[0] != 1)
-    return mine;
-  const int64_t C = hf[1], N = hf[2] * hf[3];
-  if (static_cast<int64_t>(mine.size()) != C * N) return mine;
-  std::vector<float> out(mine.size());
-  for (int64_t r = 0; r < N; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      out[static_cast<size_t>(c * N + r)] = mine[static_cast<size_t>(r * C + c)];
-  return out;
 }
 
 }  // namespace
@@ -144,9 +130,12 @@ int main(int argc, char** argv) {
   });
   std::vector<ImageInput> inputs;
   std::vector<std::vector<int64_t>> grids;
+  std::vector<std::pair<int64_t, int64_t>> grids_hw;  // patches per image, for Pixtral's patch_conv
+  const int64_t patch = std::max<int64_t>(1, m.info().patch_size);
   for (const auto& im : prompt->images) {
     inputs.push_back(im.as_input());
     grids.push_back(im.grid_thw);
+    grids_hw.emplace_back(im.height / patch, im.width / patch);
   }
   DeviceBuffer embeds;
   if (!inputs.empty()) {
@@ -176,8 +165,16 @@ int main(int argc, char** argv) {
   for (const std::string& name : order) {
     const TensorInfo* ti = stages->info(name);
     if (!ti || (ti->dtype != DType::F32 && ti->dtype != DType::BF16)) continue;
-    const std::vector<float> ref = oracle_f32(*ti);
-    const std::vector<float> got = to_hf_layout(name, mine[name], ti->shape);
+    std::vector<float> ref = oracle_f32(*ti);
+    std::vector<float> got = mine[name];
+    int64_t n_patches = 0;
+    for (const auto& [gh, gw] : grids_hw) n_patches += gh * gw;
+    if (lighton_ocr::is_patch_conv(name) && ti->shape.size() == 4 &&
+        static_cast<int64_t>(got.size()) ==
+            n_patches * ti->shape[1]) {  // HF: the padded batch [B, C, gh, gw]
+      got = lighton_ocr::patch_conv_to_hf(got, ti->shape, grids_hw);
+      lighton_ocr::mask_patch_conv_padding(ref, ti->shape, grids_hw);
+    }
     if (got.size() != ref.size()) {
       std::printf("%-58s size %zu, oracle %zu: not compared\n", name.c_str(), got.size(), ref.size());
       continue;

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "lighton_golden_util.h"
+#include "models/lighton_ocr/capture_layout.h"
 #include "oracle_noise.h"
 
 using namespace tf;
@@ -22,36 +23,11 @@ struct Ckpt {
   bool fp32;
 };
 
-// Copy my capture into HF's layout for a stage. Only patch_conv differs: HF keeps the conv output
-// [n_images, hidden, gh_max, gw_max] (padded batch); the engine has [Σ gh*gw, hidden].
-std::vector<float> to_hf_layout(const std::string& name, const std::vector<float>& mine,
-                                const Shape& hf_shape, const std::vector<ImageInput>& images, int64_t patch) {
-  if (name.size() < 11 || name.substr(name.size() - 11) != ".patch_conv") return mine;
-  const int64_t B = hf_shape[0], C = hf_shape[1], GH = hf_shape[2], GW = hf_shape[3];
-  std::vector<float> out(static_cast<size_t>(B * C * GH * GW), 0.0f);
-  int64_t row = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t gh = images[b].height / patch, gw = images[b].width / patch;
-    for (int64_t i = 0; i < gh; ++i)
-      for (int64_t j = 0; j < gw; ++j, ++row)
-        for (int64_t c = 0; c < C; ++c) out[((b * C + c) * GH + i) * GW + j] = mine[row * C + c];
-  }
-  return out;
-}
-
-// The golden's padding region of patch_conv holds the conv of zero pixels (0 without bias); mask
-// it out of both sides so only real patches are compared.
-void mask_padding(const std::string& name, std::vector<float>& a, std::vector<float>& b, const Shape& s,
-                  const std::vector<ImageInput>& images, int64_t patch) {
-  if (name.size() < 11 || name.substr(name.size() - 11) != ".patch_conv") return;
-  for (int64_t bi = 0; bi < s[0]; ++bi)
-    for (int64_t c = 0; c < s[1]; ++c)
-      for (int64_t i = 0; i < s[2]; ++i)
-        for (int64_t j = 0; j < s[3]; ++j)
-          if (i >= images[bi].height / patch || j >= images[bi].width / patch) {
-            const size_t k = static_cast<size_t>(((bi * s[1] + c) * s[2] + i) * s[3] + j);
-            a[k] = b[k] = 0.0f;
-          }
+// (gh, gw) of each image in patches, for lighton_ocr::patch_conv_to_hf.
+std::vector<std::pair<int64_t, int64_t>> patch_grids(const std::vector<ImageInput>& images, int64_t patch) {
+  std::vector<std::pair<int64_t, int64_t>> g;
+  for (const auto& im : images) g.emplace_back(im.height / patch, im.width / patch);
+  return g;
 }
 
 void run_case(const Ckpt& ck, const std::string& case_name) {
@@ -100,9 +76,13 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     std::vector<float> ref = stage_f32(ti->dtype, ti->data, shape_numel(ti->shape));
     auto it = mine.find(name);
     ASSERT_NE(it, mine.end()) << "the engine does not capture stage " << name;
-    std::vector<float> got = to_hf_layout(name, it->second, ti->shape, cs->images, patch);
+    // Only Pixtral's patch_conv is kept in another layout by HF (the padded batch).
+    const bool conv = lighton_ocr::is_patch_conv(name);
+    std::vector<float> got =
+        conv ? lighton_ocr::patch_conv_to_hf(it->second, ti->shape, patch_grids(cs->images, patch))
+             : it->second;
     ASSERT_EQ(got.size(), ref.size()) << name << " HF shape " << shape_str(ti->shape);
-    mask_padding(name, got, ref, ti->shape, cs->images, patch);
+    if (conv) lighton_ocr::mask_patch_conv_padding(ref, ti->shape, patch_grids(cs->images, patch));
     const Metric m = metric(got, ref);
     std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name, case_name.c_str(), name.c_str(), m.rel,
                 m.cos);
