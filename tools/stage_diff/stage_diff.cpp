@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
   const std::string ckpt = argv[1], case_dir = argv[2];
   std::string images_dir, backend = "cpu";
   int64_t step = -1;
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    const std::string v = i + 1 < argc ? argv[i + 1] : "";
+  if ((argc - 3) % 2 != 0) return fail(std::string("missing value after ") + argv[argc - 1]);
+  for (int i = 3; i + 1 < argc; i += 2) {  // --flag value pairs
+    const std::string a = argv[i], v = argv[i + 1];
     if (a == "--images")
       images_dir = v;
     else if (a == "--backend")
@@ -75,7 +75,6 @@ int main(int argc, char** argv) {
       step = std::atoll(v.c_str());
     else
       return fail("unknown argument " + a);
-    ++i;
   }
   nlohmann::ordered_json pj, gj;
   if (!read_json(case_dir + "/prompt.json", pj)) return fail("cannot read " + case_dir + "/prompt.json");
