@@ -1,5 +1,7 @@
 #include "server/api_error.h"
 
+#include <algorithm>
+
 namespace tf {
 
 namespace {
@@ -18,6 +20,45 @@ const char* default_type(int status) {
   }
 }
 }  // namespace
+
+std::string user_text(std::string_view s, size_t max_bytes) {
+  std::string out;
+  size_t end = s.size();
+  bool cut = false;
+  if (end > max_bytes) {
+    end = max_bytes;
+    while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;  // UTF-8 continuation
+    cut = true;
+  }
+  static const char* hex = "0123456789abcdef";
+  for (size_t i = 0; i < end; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\u00";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (cut) out += "...";
+  return out;
+}
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  const bool has_control = std::any_of(message.begin(), message.end(), [](char ch) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  });
+  if (has_control) message = user_text(message, message.size());
+  return ApiError{400, std::move(message), std::move(param), std::move(code), ""};
+}
 
 nlohmann::ordered_json error_json(const ApiError& e) {
   nlohmann::ordered_json err = nlohmann::ordered_json::object();

@@ -2,6 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace tf {
 
@@ -13,9 +14,13 @@ struct ApiError {
   std::string type;   // empty: derived from status (invalid_request_error, authentication_error, ...)
 };
 
-inline ApiError bad_request(std::string message, std::string param = "", std::string code = "") {
-  return ApiError{400, std::move(message), std::move(param), std::move(code), ""};
-}
+// A client-supplied string as it may appear inside an error message: control characters escaped
+// (\n, \t, \u0001, ...) so the message stays one line, cut after max_bytes (at a UTF-8 boundary)
+// with "..." so a megabyte model name does not come back in the error.
+std::string user_text(std::string_view s, size_t max_bytes = 80);
+
+// Messages are one line: any control character that reached `message` is escaped as in user_text.
+ApiError bad_request(std::string message, std::string param = "", std::string code = "");
 
 nlohmann::ordered_json error_json(const ApiError& e);
 
