@@ -53,8 +53,9 @@ Err parse_model(const json& j, const ParseContext& ctx) {
   std::string m = j["model"].get<std::string>();
   if (std::find(ctx.accepted_models.begin(), ctx.accepted_models.end(), m) != ctx.accepted_models.end())
     return std::nullopt;
-  return bad_request("model '" + user_text(m) + "' is not served here; this server serves '" + ctx.served_name + "'",
-                     "model", "model_not_found");
+  return bad_request(
+      "model '" + user_text(m) + "' is not served here; this server serves '" + ctx.served_name + "'",
+      "model", "model_not_found");
 }
 
 const char* kPartsMessage = "content parts must be text or image_url; audio and video inputs are unsupported";

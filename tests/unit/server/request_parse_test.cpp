@@ -145,7 +145,8 @@ TEST(RequestParse, ClientStringsInMessagesStayOneLine) {
   EXPECT_EQ(e.message, "model 'a\\nb\\u0001c\\td' is not served here; this server serves 'tiny'");
   const std::string long_name(5000, 'x');
   e = refuse(R"({"model":")" + long_name + R"(","messages":[{"role":"user","content":"hi"}]})");
-  EXPECT_EQ(e.message, "model '" + std::string(80, 'x') + "...' is not served here; this server serves 'tiny'");
+  EXPECT_EQ(e.message,
+            "model '" + std::string(80, 'x') + "...' is not served here; this server serves 'tiny'");
   EXPECT_EQ(user_text("\xc3\xa9\xc3\xa9", 3), "\xc3\xa9...");  // cut at a UTF-8 boundary
   EXPECT_EQ(bad_request("two\nlines").message, "two\\nlines");
 }
