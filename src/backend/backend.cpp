@@ -2,6 +2,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
+#ifdef TF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace tf {
 
@@ -23,7 +26,16 @@ void DeviceBuffer::reset() {
 
 Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
+#ifdef TF_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend();
+  return make_error("unknown backend '" + std::string(name) + "' (this build has: cpu, cuda)");
+#else
+  if (name == "cuda")
+    return make_error(
+        "this build has no cuda backend: configure where nvcc is installed (TF_CUDA=AUTO) or with "
+        "-DTF_CUDA=ON");
   return make_error("unknown backend '" + std::string(name) + "' (this build has: cpu)");
+#endif
 }
 
 DeviceBuffer upload_new(Backend& b, const Tensor& host) {

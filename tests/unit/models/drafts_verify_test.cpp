@@ -15,6 +15,7 @@
 #include "models/lighton_ocr/model.h"
 #include "models/qwen3_5/model.h"
 #include "models/registry.h"
+#include "test_backend.h"
 
 namespace tf {
 namespace {
@@ -27,7 +28,7 @@ struct Loaded {
 Loaded load(const std::string& rel) {
   const std::string dir = std::string(TF_SOURCE_DIR) + "/" + rel;
   Loaded out;
-  auto be = create_backend("cpu");
+  auto be = create_backend(test_backend_name());
   EXPECT_TRUE(be.ok());
   out.backend = std::move(be).value();
   auto cfg = JsonConfig::load(dir + "/config.json");

@@ -17,6 +17,7 @@
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/registry.h"
+#include "test_backend.h"
 
 namespace tf::golden {
 
@@ -34,7 +35,7 @@ struct Loaded {
 
 inline Expected<Loaded> load_dir(const std::string& dir) {
   Loaded out;
-  TF_ASSIGN(out.backend, create_backend("cpu"));
+  TF_ASSIGN(out.backend, create_backend(test_backend_name()));
   TF_ASSIGN(JsonConfig cfg, JsonConfig::load(dir + "/config.json"));
   TF_ASSIGN(WeightMap wm, WeightMap::open(dir));
   TF_ASSIGN(out.model, load_model(cfg, std::move(wm), *out.backend));

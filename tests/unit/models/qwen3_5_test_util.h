@@ -21,6 +21,7 @@
 #include "models/qwen3_5/model.h"
 #include "models/registry.h"
 #include "oracle_noise.h"
+#include "test_backend.h"
 
 namespace tf::q35test {
 
@@ -39,7 +40,7 @@ struct Loaded {
 
 inline Expected<Loaded> load_dir(const std::string& dir, const std::string& config_path = "") {
   Loaded out;
-  TF_ASSIGN(out.backend, create_backend("cpu"));
+  TF_ASSIGN(out.backend, create_backend(test_backend_name()));
   TF_ASSIGN(JsonConfig cfg, JsonConfig::load(config_path.empty() ? dir + "/config.json" : config_path));
   TF_ASSIGN(WeightMap wm, WeightMap::open(dir));
   TF_ASSIGN(out.model, load_model(cfg, std::move(wm), *out.backend));

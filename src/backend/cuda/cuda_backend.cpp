@@ -1,0 +1,172 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace tf {
+namespace cuda {
+
+void check(cudaError_t e, const char* what, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s:%d: CUDA error in %s: %s (%s)\n", file, line, what, cudaGetErrorString(e),
+               cudaGetErrorName(e));
+  std::abort();
+}
+
+}  // namespace cuda
+
+namespace {
+
+// Allocations are stream-ordered (cudaMallocAsync on the backend's stream, from a pool that keeps
+// freed memory), so the per-op temporaries of a forward pass cost no device synchronisation.
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, cudaStream_t stream) : device_(device), s_(stream) {}
+  ~CudaBackend() override {
+    cudaStreamSynchronize(s_);
+    cudaStreamDestroy(s_);
+  }
+  std::string_view name() const override { return "cuda"; }
+
+  DeviceBuffer alloc(DType dtype, const Shape& shape) override {
+    Tensor t{nullptr, dtype, shape};
+    const size_t bytes = std::max<size_t>(256, (t.nbytes() + 255) / 256 * 256);
+    TF_CUDA_CHECK(cudaMallocAsync(&t.data, bytes, s_));
+    TF_CUDA_CHECK(cudaMemsetAsync(t.data, 0, bytes, s_));
+    return DeviceBuffer(this, t);
+  }
+  void upload(const Tensor& dst, const void* host) override {
+    if (dst.nbytes())
+      TF_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.nbytes(), cudaMemcpyHostToDevice, s_));
+    // Pageable host memory: the call returns once the bytes are staged, so `host` may be freed.
+  }
+  void download(const Tensor& src, void* host) override {
+    if (!src.nbytes()) return;
+    TF_CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.nbytes(), cudaMemcpyDeviceToHost, s_));
+    TF_CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+  DeviceBuffer import_host(const Tensor& host) override {
+    DeviceBuffer d = alloc(host.dtype, host.shape);
+    upload(d.tensor(), host.data);
+    return d;
+  }
+  void synchronize() override { TF_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+  void free_memory(void* data) override { TF_CUDA_CHECK(cudaFreeAsync(data, s_)); }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
+    cuda::launch_linear(s_, x, w, bias, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
+    cuda::launch_rms_norm(s_, x, w, eps, kind, out);
+  }
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
+    cuda::launch_layer_norm(s_, x, w, b, eps, out);
+  }
+  void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) override {
+    cuda::launch_rope_cos_sin(s_, angles, cos, sin);
+  }
+  void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
+    cuda::launch_rope(s_, x, cos, sin, out);
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
+                 const Tensor& out) override {
+    cuda::launch_attention(s_, q, k, v, key_ranges, scale, out);
+  }
+  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    cuda::launch_silu_mul(s_, gate, up, out);
+  }
+  void gelu(const Tensor& x, GeluKind kind, const Tensor& out) override {
+    cuda::launch_gelu(s_, x, kind, out);
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override { cuda::launch_add(s_, a, b, out); }
+  void cast(const Tensor& x, const Tensor& out) override { cuda::launch_cast(s_, x, out); }
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
+    cuda::launch_embedding(s_, ids, table, out);
+  }
+  void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) override {
+    cuda::launch_gather_rows(s_, src, rows, out);
+  }
+  void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) override {
+    cuda::launch_scatter_rows(s_, src, rows, dst);
+  }
+  void copy(const Tensor& src, const Tensor& dst) override {
+    TF_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel());
+    const size_t n = src.nbytes();
+    if (n == 0) return;
+    const char *a = static_cast<const char*>(src.data), *b = static_cast<const char*>(dst.data);
+    TF_CHECK(a + n <= b || b + n <= a);  // overlapping ranges are a caller bug
+    TF_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, n, cudaMemcpyDeviceToDevice, s_));
+  }
+  void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out) override {
+    cuda::launch_patchify(s_, pixels, patch, gh, gw, out);
+  }
+  void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out) override {
+    cuda::launch_unfold_2x2(s_, x, gh, gw, out);
+  }
+  void argmax(const Tensor& logits, const Tensor& out) override { cuda::launch_argmax(s_, logits, out); }
+  void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
+    cuda::launch_top_k(s_, logits, k, values, indices);
+  }
+
+  void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
+    cuda::launch_causal_conv1d_silu(s_, x, w, state, out);
+  }
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
+                 const Tensor& g, const Tensor& beta) override {
+    cuda::launch_gdn_gates(s_, a, b, A_log, dt_bias, g, beta);
+  }
+  void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                const Tensor& beta, const Tensor& state, const Tensor& out) override {
+    cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/true);
+  }
+  void gated_delta_rule_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                  const Tensor& beta, const Tensor& state, const Tensor& out) override {
+    cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/false);
+  }
+  void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
+                      const Tensor& out) override {
+    cuda::launch_rms_norm_gated(s_, x, gate, w, eps, out);
+  }
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) override {
+    cuda::launch_sigmoid_mul(s_, x, gate, out);
+  }
+  void rope_f32(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
+    cuda::launch_rope_f32(s_, x, cos, sin, out);
+  }
+  void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) override {
+    cuda::launch_embedding_bag(s_, table, idx, w, out);
+  }
+
+ private:
+  int device_;
+  cudaStream_t s_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Backend>> make_cuda_backend() {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess)
+    return make_error(std::string("the cuda backend found no usable GPU: ") + cudaGetErrorString(e));
+  if (n == 0) return make_error("the cuda backend found no GPU (cudaGetDeviceCount = 0)");
+  const int device = 0;
+  TF_CUDA_CHECK(cudaSetDevice(device));
+  // Freed blocks stay in the default pool instead of going back to the driver at each sync.
+  cudaMemPool_t pool;
+  TF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep = UINT64_MAX;
+  TF_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  cudaStream_t s;
+  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, s));
+}
+
+}  // namespace tf

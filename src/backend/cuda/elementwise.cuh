@@ -1,0 +1,26 @@
+// A grid-stride elementwise launch shared by the one-line ops (silu_mul, gelu, add, sigmoid_mul,
+// cast): f(i) is called once per element index in [0, n).
+#pragma once
+#include <algorithm>
+
+#include "backend/cuda/common.cuh"
+
+namespace tf::cuda {
+
+template <class F>
+__global__ void elementwise_kernel(int64_t n, F f) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    f(i);
+}
+
+template <class F>
+void launch_elementwise(cudaStream_t s, int64_t n, F f) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535));
+  elementwise_kernel<<<blocks, kThreads, 0, s>>>(n, f);
+  TF_CUDA_LAUNCHED();
+}
+
+}  // namespace tf::cuda

@@ -1,0 +1,47 @@
+// CUDA ops, one per .cu file in this folder; semantics are those of backend/ops.h and every result
+// equals the CPU reference's bit for bit (transcendental ops: see common.cuh). Each launch_<op>
+// checks shapes on the host like its CPU twin and queues its kernels on `s`. Plain C++ header.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "backend/ops.h"
+
+namespace tf::cuda {
+void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
+                     const Tensor& out);
+void launch_layer_norm(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                       const Tensor& out);
+void launch_rope_cos_sin(cudaStream_t s, const Tensor& angles, const Tensor& cos, const Tensor& sin);
+void launch_rope(cudaStream_t s, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
+void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& key_ranges, float scale, const Tensor& out);
+void launch_silu_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, const Tensor& out);
+void launch_gelu(cudaStream_t s, const Tensor& x, GeluKind kind, const Tensor& out);
+void launch_add(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& out);
+void launch_cast(cudaStream_t s, const Tensor& x, const Tensor& out);
+void launch_embedding(cudaStream_t s, const Tensor& ids, const Tensor& table, const Tensor& out);
+void launch_gather_rows(cudaStream_t s, const Tensor& src, const Tensor& rows, const Tensor& out);
+void launch_scatter_rows(cudaStream_t s, const Tensor& src, const Tensor& rows, const Tensor& dst);
+void launch_patchify(cudaStream_t s, const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw,
+                     const Tensor& out);
+void launch_unfold_2x2(cudaStream_t s, const Tensor& x, int64_t gh, int64_t gw, const Tensor& out);
+void launch_argmax(cudaStream_t s, const Tensor& logits, const Tensor& out);
+void launch_top_k(cudaStream_t s, const Tensor& logits, int64_t k, const Tensor& values,
+                  const Tensor& indices);
+// ---- Qwen3.5 ops ----
+void launch_causal_conv1d_silu(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& state,
+                               const Tensor& out);
+void launch_gdn_gates(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& A_log,
+                      const Tensor& dt_bias, const Tensor& g, const Tensor& beta);
+void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out,
+                             bool chunked);
+void launch_rms_norm_gated(cudaStream_t s, const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
+                           const Tensor& out);
+void launch_sigmoid_mul(cudaStream_t s, const Tensor& x, const Tensor& gate, const Tensor& out);
+void launch_rope_f32(cudaStream_t s, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                     const Tensor& out);
+void launch_embedding_bag(cudaStream_t s, const Tensor& table, const Tensor& idx, const Tensor& w,
+                          const Tensor& out);
+}  // namespace tf::cuda

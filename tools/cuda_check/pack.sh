@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Packs the CUDA build's binaries for the GPU machine, whose image has no Debian -dev packages:
+# stripped test_backend, test_models, tensorfold and stage_diff, plus the shared libraries they need
+# beyond glibc and libstdc++, into .gpu/bin.tar.xz (git-ignored; carried by the device call).
+#   tools/cuda_check/pack.sh [BUILD_DIR]     (default build-cuda, configured with TF_CUDA=ON)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:-build-cuda}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/tests" "$stage/tools/stage_diff" "$stage/lib" .gpu
+for f in tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff; do
+  strip --strip-all -o "$stage/$f" "$B/$f"
+done
+# Libraries outside the C/C++ runtime, resolved here (the GPU image may lack or differ in them).
+for f in "$stage/tensorfold" "$stage/tests/test_models"; do
+  ldd "$f" | awk '/=> \//{print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+tar cJf .gpu/bin.tar.xz -C "$stage" .
+echo "$PWD" > .gpu/source_dir
+ls -la .gpu/bin.tar.xz
+tar tJf .gpu/bin.tar.xz
