@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -46,7 +47,7 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor&
       }
       float l = 0.0f;
       for (int64_t j = 0; j < e - b; ++j) {
-        p[j] = std::exp(p[j] - m);
+        p[j] = fm::exp(p[j] - m);
         l += p[j];
       }
       std::fill(acc.begin(), acc.end(), 0.0f);

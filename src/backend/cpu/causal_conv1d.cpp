@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -27,7 +28,7 @@ void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, cons
         float acc = 0.0f;
         for (int64_t j = 0; j < K; ++j) acc += wf[static_cast<size_t>(j)] * xx[static_cast<size_t>(t + j)];
         const float y = rnd(acc, act);
-        store_f32(out, t * C + c, rnd(y / (1.0f + std::exp(-y)), act));
+        store_f32(out, t * C + c, rnd(y / (1.0f + fm::exp(-y)), act));
       }
       store_f32_row(state, c * (K - 1), K - 1, xx.data() + n);
     }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf {
@@ -115,6 +116,10 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+void set_cpu_transcendentals(CpuTranscendentals mode) {
+  fm::set_mode(mode == CpuTranscendentals::kDouble ? fm::Mode::kDouble : fm::Mode::kLibm);
+}
 
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool) { return std::make_unique<CpuBackend>(pool); }
 

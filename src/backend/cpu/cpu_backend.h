@@ -10,4 +10,10 @@ namespace tf {
 // pool: the threads ops run on; null = global_pool(). Tests pass their own pools to check that
 // results do not depend on the thread count.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool = nullptr);
+
+// How the CPU ops evaluate exp, erf, tanh, cos, sin and log1p (backend/cpu/fmath.h): glibc's float
+// functions (the default), or in double rounded once, as the CUDA kernels do (the contract tests).
+// Process-wide; set it before any op runs.
+enum class CpuTranscendentals { kLibm, kDouble };
+void set_cpu_transcendentals(CpuTranscendentals mode);
 }  // namespace tf

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -84,7 +85,7 @@ void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor&
         const float* qt = r.q.data() + t * d.dk;
         const float* kt = r.k.data() + t * d.dk;
         const float* vt = r.v.data() + t * d.dv;
-        const float decay = std::exp(r.g[static_cast<size_t>(t)]), bt = r.beta[static_cast<size_t>(t)];
+        const float decay = fm::exp(r.g[static_cast<size_t>(t)]), bt = r.beta[static_cast<size_t>(t)];
         for (int64_t i = 0; i < d.dk * d.dv; ++i) S[i] *= decay;
         std::fill(mem.begin(), mem.end(), 0.0f);
         for (int64_t i = 0; i < d.dk; ++i)
@@ -123,12 +124,12 @@ void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k
         double acc = 0.0;
         for (int64_t i = 0; i < L; ++i) cum[i] = static_cast<float>(acc += r.g[static_cast<size_t>(c0 + i)]);
         for (int64_t i = 0; i < L; ++i)
-          for (int64_t j = 0; j <= i; ++j) P[i * C + j] = std::exp(cum[i] - cum[j]);
+          for (int64_t j = 0; j <= i; ++j) P[i * C + j] = fm::exp(cum[i] - cum[j]);
         // A = strictly_lower((kβ kᵀ) ∘ P); right-hand sides vβ and kβ ∘ exp(cum).
         for (int64_t i = 0; i < L; ++i) {
           for (int64_t e = 0; e < dk; ++e) kb[e] = K[i * dk + e] * B[i];
           for (int64_t j = 0; j < i; ++j) A[i * C + j] = dot_f32(kb.data(), K + j * dk, dk) * P[i * C + j];
-          const float ec = std::exp(cum[i]);
+          const float ec = fm::exp(cum[i]);
           for (int64_t c = 0; c < dv; ++c) uv[i * dv + c] = V[i * dv + c] * B[i];
           for (int64_t e = 0; e < dk; ++e) uk[i * dk + e] = kb[e] * ec;
           // Forward substitution with the unit lower-triangular (I + A).
@@ -149,7 +150,7 @@ void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k
         }
         // o_i = (q_i exp(c_i)) S + Σ_{j<=i} (q_i·k_j) P[i][j] v'_j
         for (int64_t i = 0; i < L; ++i) {
-          const float ec = std::exp(cum[i]);
+          const float ec = fm::exp(cum[i]);
           // attn_inter + attn @ v_new, each product summed on its own, then added (HF's grouping).
           std::fill(o.begin(), o.end(), 0.0f);
           std::fill(o2.begin(), o2.end(), 0.0f);
@@ -165,10 +166,10 @@ void gated_delta_rule_chunked(ThreadPool& pool, const Tensor& q, const Tensor& k
           store_f32_row(out, ((c0 + i) * d.hv + h) * dv, dv, o.data());
         }
         // S = S exp(c_last) + Σ_i (k_i exp(c_last - c_i)) ⊗ v'_i
-        const float last = cum[L - 1], el = std::exp(last);
+        const float last = cum[L - 1], el = fm::exp(last);
         std::fill(upd.begin(), upd.end(), 0.0f);
         for (int64_t i = 0; i < L; ++i) {
-          const float w = std::exp(last - cum[i]);
+          const float w = fm::exp(last - cum[i]);
           for (int64_t e = 0; e < dk; ++e) {
             const float ke = K[i * dk + e] * w;
             for (int64_t c = 0; c < dv; ++c) upd[e * dv + c] += ke * vp[i * dv + c];

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -18,14 +19,14 @@ void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tens
   std::vector<float> neg_a(static_cast<size_t>(h)), dt(static_cast<size_t>(h));
   load_f32_row(A_log, 0, h, neg_a.data());
   load_f32_row(dt_bias, 0, h, dt.data());
-  for (auto& v : neg_a) v = -std::exp(v);
+  for (auto& v : neg_a) v = -fm::exp(v);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < h; ++j) {
       const float x = load_f32(a, i * h + j) + dt[static_cast<size_t>(j)];
-      const float sp = x > 20.0f ? x : std::log1p(std::exp(x));
+      const float sp = x > 20.0f ? x : fm::log1p(fm::exp(x));
       g.as<float>()[i * h + j] = neg_a[static_cast<size_t>(j)] * sp;
       const float bb = load_f32(b, i * h + j);
-      store_f32(beta, i * h + j, rnd(1.0f / (1.0f + std::exp(-bb)), act));
+      store_f32(beta, i * h + j, rnd(1.0f / (1.0f + fm::exp(-bb)), act));
     }
 }
 

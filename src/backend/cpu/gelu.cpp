@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -21,10 +22,10 @@ void gelu(ThreadPool& pool, const Tensor& x, GeluKind kind, const Tensor& out) {
       for (int64_t i = 0; i < len; ++i) {
         const float v = a[i];
         if (kind == GeluKind::kErf) {
-          a[i] = v * 0.5f * (1.0f + std::erf(v * kSqrt1_2));
+          a[i] = v * 0.5f * (1.0f + fm::erf(v * kSqrt1_2));
         } else {
           const float inner = kBeta * (v + 0.044715f * v * v * v);
-          a[i] = 0.5f * v * (1.0f + std::tanh(inner));
+          a[i] = 0.5f * v * (1.0f + fm::tanh(inner));
         }
       }
       store_f32_row(out, off, len, a.data());

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -24,7 +25,7 @@ void rms_norm_gated(ThreadPool& pool, const Tensor& x, const Tensor& gate, const
       const float inv = 1.0f / std::sqrt(sum_sq(row.data(), d) / static_cast<float>(d) + eps);
       for (int64_t i = 0; i < d; ++i) {
         const float y = rnd(wf[i] * rnd(row[i] * inv, act), act);
-        row[i] = rnd(y * (z[i] / (1.0f + std::exp(-z[i]))), act);
+        row[i] = rnd(y * (z[i] / (1.0f + fm::exp(-z[i]))), act);
       }
       store_f32_row(out, r * d, d, row.data());
     }

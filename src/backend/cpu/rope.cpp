@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -15,8 +16,8 @@ void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) {
   for (int64_t i = 0; i < n; ++i) {
     const float* a = angles.as<const float>() + i * half;
     for (int64_t j = 0; j < half; ++j) {
-      c[j] = c[j + half] = std::cos(a[j]);
-      s[j] = s[j + half] = std::sin(a[j]);
+      c[j] = c[j + half] = fm::cos(a[j]);
+      s[j] = s[j + half] = fm::sin(a[j]);
     }
     store_f32_row(cos, i * 2 * half, 2 * half, c.data());
     store_f32_row(sin, i * 2 * half, 2 * half, s.data());

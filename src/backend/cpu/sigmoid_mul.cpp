@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -20,7 +21,7 @@ void sigmoid_mul(ThreadPool& pool, const Tensor& x, const Tensor& gate, const Te
       const int64_t off = c * kChunk, len = std::min(kChunk, n - off);
       load_f32_row(x, off, len, a.data());
       load_f32_row(gate, off, len, z.data());
-      for (int64_t i = 0; i < len; ++i) a[i] = rnd(a[i] * rnd(1.0f / (1.0f + std::exp(-z[i])), act), act);
+      for (int64_t i = 0; i < len; ++i) a[i] = rnd(a[i] * rnd(1.0f / (1.0f + fm::exp(-z[i])), act), act);
       store_f32_row(out, off, len, a.data());
     }
   });

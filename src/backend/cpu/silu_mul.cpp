@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
 
 namespace tf::cpu {
@@ -19,7 +20,7 @@ void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, const Tens
       const int64_t off = c * kChunk, len = std::min(kChunk, n - off);
       load_f32_row(gate, off, len, g.data());
       load_f32_row(up, off, len, u.data());
-      for (int64_t i = 0; i < len; ++i) g[i] = rnd(rnd(g[i] / (1.0f + std::exp(-g[i])), act) * u[i], act);
+      for (int64_t i = 0; i < len; ++i) g[i] = rnd(rnd(g[i] / (1.0f + fm::exp(-g[i])), act) * u[i], act);
       store_f32_row(out, off, len, g.data());
     }
   });

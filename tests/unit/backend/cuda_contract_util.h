@@ -126,16 +126,16 @@ inline ::testing::AssertionResult Exact(const Buffer& ref, const Buffer& got, bo
   return ::testing::AssertionFailure() << "not bit-identical: " << d.str();
 }
 
-// Ops with transcendental functions: max ulp <= 1 (bf16) / 4 (f32) and at most 0.5% (min 1) of the
-// elements differing. Prints the counts either way, so the log shows how close the backends are.
+// Ops with transcendental functions. The fixture runs the CPU reference with
+// CpuTranscendentals::kDouble (exp, erf, ... evaluated in double and rounded once, as the CUDA
+// kernels do), so these must be bit-identical as well; the counts are printed either way. (With the
+// CPU's default glibc float functions the two backends differ by 1-2 ulp in a few percent of the
+// elements of these ops, more after the chunked delta rule's cancellations; see tools/cuda_check.)
 inline ::testing::AssertionResult Close(const Buffer& ref, const Buffer& got, const std::string& what) {
   const Diff d = diff(ref, got);
-  const int64_t ulp_ok = ref.dtype() == DType::BF16 ? 1 : 4;
-  const int64_t allowed = std::max<int64_t>(1, d.n / 200);
   std::printf("[ contract ] %s: %s\n", what.c_str(), d.str().c_str());
-  if (d.error.empty() && d.max_ulp <= ulp_ok && d.differ <= allowed) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << d.str() << " (allowed: max ulp " << ulp_ok << ", " << allowed << " elements)";
+  if (d.error.empty() && d.differ == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": not bit-identical: " << d.str();
 }
 
 // Planted controls: the comparator must see a difference.
@@ -227,8 +227,10 @@ class CudaContract : public ::testing::Test {
     }
     dev_ = std::move(b).value();
     cpu_ = make_cpu_backend();
+    set_cpu_transcendentals(CpuTranscendentals::kDouble);
   }
   static void TearDownTestSuite() {
+    set_cpu_transcendentals(CpuTranscendentals::kLibm);
     dev_.reset();
     cpu_.reset();
   }
