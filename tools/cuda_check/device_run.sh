@@ -31,6 +31,11 @@ step() {  # name, command...
 }
 step contract build-cuda/tests/test_backend --gtest_filter='CudaContract*'
 step models_cuda env TF_TEST_BACKEND=cuda build-cuda/tests/test_models
+# The CUDA backend's stage-by-stage differences from Transformers on one golden case (the one whose
+# lm_head stage is most sensitive to 1-ulp changes in exp: see tools/cuda_check/README.md).
+g=tests/golden
+step stage_diff_qwen_untied build-cuda/tools/stage_diff/stage_diff $g/ckpt/qwen3_5-tiny-bf16-untied \
+  $g/model/qwen3_5-tiny-bf16-untied/text_only --images $g/images --backend cuda
 for m in demo-lighton demo-qwen35; do
   for set in heldout heldout_blocks; do
     step "ocr_${m}_${set}" python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold models/$m examples/$set 8
