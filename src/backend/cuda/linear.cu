@@ -1,60 +1,94 @@
-// linear: out = x · w^T (+ bias). Each output element is one thread's dot product in the CPU's
-// 8-lane order (lane k % 8, increasing k, fixed combine), so a row's bits do not depend on how many
-// rows the call has (DESIGN invariant 2) and equal the CPU reference's. Tiles of x and w are staged
-// through shared memory as f32; the tile width is a multiple of 8, so a lane is k % 8 inside a tile.
+// linear: out = x · w^T (+ bias). Every output element is the CPU's dot product exactly: lane l
+// (k ≡ l mod 8) accumulates in increasing k, and the 8 lanes combine as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). Here the 8 lanes of an output live in 8 adjacent threads of a
+// warp (so one thread holds 8×4 outputs of one lane: 32 accumulators instead of 256), and the final
+// combine is three butterfly shuffles, which build that tree exactly (IEEE addition commutes). So a
+// row's bits do not depend on how many rows the call has (DESIGN invariant 2) and equal the CPU
+// reference's. Tiles of x and w are staged through shared memory as f32; the K tile is a multiple of
+// 8, so a lane is k % 8 inside a tile.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tf::cuda {
 namespace {
 
-constexpr int kTileM = 32, kTileN = 32, kTileK = 32, kThreads = 256;  // 4 outputs per thread
+constexpr int kTileM = 64, kTileN = 32, kTileK = 32;  // outputs per block: 64 rows × 32 columns
+constexpr int kMicroM = 8, kMicroN = 4;               // outputs per thread (one lane of each)
+constexpr int kThreads = (kTileM / kMicroM) * (kTileN / kMicroN) * 8;  // 512
 
-// x[n, in_f], w[out_f, in_f], bias[out_f] or null, out[n, out_f]. grid (ceil(out_f/32), ceil(n/32)).
+// x[n, in_f], w[out_f, in_f], bias[out_f] or null, out[n, out_f]. grid (ceil(out_f/32), ceil(n/64)).
 template <class TX, class TW, class TO>
-__global__ void linear_kernel(const TX* __restrict__ x, const TW* __restrict__ w, const TW* __restrict__ bias,
-                              TO* __restrict__ out, int64_t n, int64_t in_f, int64_t out_f) {
+__global__ void __launch_bounds__(kThreads) linear_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
+                                                          const TW* __restrict__ bias, TO* __restrict__ out,
+                                                          int64_t n, int64_t in_f, int64_t out_f) {
   __shared__ float xs[kTileM][kTileK + 1];
   __shared__ float ws[kTileN][kTileK + 1];
-  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileM,
-                j0 = static_cast<int64_t>(blockIdx.x) * kTileN;
-  const int tj = threadIdx.x % kTileN;  // output column inside the tile (consecutive threads: columns)
-  const int ti = threadIdx.x / kTileN;  // rows ti, ti + 8, ti + 16, ti + 24
-  float acc[4][8];
-  for (auto& a : acc)
-    for (float& v : a) v = 0.0f;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileM, j0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+  const int lane = threadIdx.x % 8;            // k ≡ lane (mod 8)
+  const int micro = threadIdx.x / 8;           // which 8×4 micro tile
+  const int mi = micro / (kTileN / kMicroN);   // rows mi*8 .. mi*8+7
+  const int mj = micro % (kTileN / kMicroN);   // columns mj*4 .. mj*4+3
+  float acc[kMicroM][kMicroN];
+#pragma unroll
+  for (int a = 0; a < kMicroM; ++a)
+#pragma unroll
+    for (int b = 0; b < kMicroN; ++b) acc[a][b] = 0.0f;
   for (int64_t k0 = 0; k0 < in_f; k0 += kTileK) {
     for (int e = threadIdx.x; e < kTileM * kTileK; e += kThreads) {
       const int r = e / kTileK, c = e % kTileK;
       const int64_t gi = i0 + r, gk = k0 + c;
       xs[r][c] = (gi < n && gk < in_f) ? to_f(x[gi * in_f + gk]) : 0.0f;
-      const int64_t gj = j0 + r;
+    }
+    for (int e = threadIdx.x; e < kTileN * kTileK; e += kThreads) {
+      const int r = e / kTileK, c = e % kTileK;
+      const int64_t gj = j0 + r, gk = k0 + c;
       ws[r][c] = (gj < out_f && gk < in_f) ? to_f(w[gj * in_f + gk]) : 0.0f;
     }
     __syncthreads();
     const int kn = static_cast<int>(in_f - k0 < kTileK ? in_f - k0 : kTileK);
-    for (int kk = 0; kk < kn; ++kk) {
-      const float wv = ws[tj][kk];
+    for (int kk = lane; kk < kn; kk += 8) {
+      float xv[kMicroM], wv[kMicroN];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[r][kk & 7] += xs[ti + 8 * r][kk] * wv;
+      for (int a = 0; a < kMicroM; ++a) xv[a] = xs[mi * kMicroM + a][kk];
+#pragma unroll
+      for (int b = 0; b < kMicroN; ++b) wv[b] = ws[mj * kMicroN + b][kk];
+#pragma unroll
+      for (int a = 0; a < kMicroM; ++a)
+#pragma unroll
+        for (int b = 0; b < kMicroN; ++b) acc[a][b] += xv[a] * wv[b];
     }
     __syncthreads();
   }
-  const int64_t j = j0 + tj;
-  if (j >= out_f) return;
-  for (int r = 0; r < 4; ++r) {
-    const int64_t i = i0 + ti + 8 * r;
-    if (i >= n) break;
-    float v = combine8(acc[r]);
-    if (bias) v += to_f(bias[j]);
-    out[i * out_f + j] = from_f<TO>(v);
-  }
+  // Combine the 8 lanes: xor 1 -> (l0+l1), xor 2 -> (..)+(l2+l3), xor 4 -> the full tree.
+#pragma unroll
+  for (int a = 0; a < kMicroM; ++a)
+#pragma unroll
+    for (int b = 0; b < kMicroN; ++b) {
+      float v = acc[a][b];
+      v = v + __shfl_xor_sync(0xffffffffu, v, 1);
+      v = v + __shfl_xor_sync(0xffffffffu, v, 2);
+      v = v + __shfl_xor_sync(0xffffffffu, v, 4);
+      acc[a][b] = v;
+    }
+  // Lane l writes column b == l % 4 of rows a with a % 2 == l / 4 (each output written once).
+#pragma unroll
+  for (int a = 0; a < kMicroM; ++a)
+#pragma unroll
+    for (int b = 0; b < kMicroN; ++b) {
+      if (b != lane % kMicroN || a % 2 != lane / kMicroN) continue;
+      const int64_t i = i0 + mi * kMicroM + a, j = j0 + mj * kMicroN + b;
+      if (i >= n || j >= out_f) continue;
+      float v = acc[a][b];
+      if (bias) v += to_f(bias[j]);
+      out[i * out_f + j] = from_f<TO>(v);
+    }
 }
 
 template <class TX, class TW, class TO>
 void run(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
   const dim3 grid(blocks_for(out_f, kTileN), blocks_for(n, kTileM));
+  TF_CHECK(blocks_for(n, kTileM) <= 65535);
   linear_kernel<TX, TW, TO><<<grid, kThreads, 0, s>>>(ptr<const TX>(x), ptr<const TW>(w),
                                                       bias ? ptr<const TW>(*bias) : nullptr, ptr<TO>(out), n,
                                                       in_f, out_f);

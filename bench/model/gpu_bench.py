@@ -1,0 +1,136 @@
+"""GPU speed of tensorfold's CUDA backend against Transformers on the same GPU, in one run (device machine).
+
+  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N]
+
+Cases: the two bundled demo models on examples/line1.png, and with --full the real LightOnOCR-1B
+(`lighton_ocr`) and Qwen3.5-0.8B shapes (random bf16 weights, built here by tools/reference/checkpoints.py
+with the oracle's tiny tokenizer: the embedding and lm_head keep the real row count) on examples/paragraph.png.
+
+Per case, greedy, eos ignored, N new tokens, one request:
+- tensorfold: `ocr CKPT IMAGE --backend cuda --json --max-tokens N --ignore-eos --no-drafts --temperature 0`, best of 3 by
+  decode speed; TTFT = vision + prefill seconds of its usage block, decode tok/s = (N - 1) / decode seconds.
+- Transformers 5.17 (bf16, its default attention, same chat template and image processor):
+  `generate` on the GPU; TTFT = median of 3 timed generate(max_new_tokens=1), decode tok/s = (N - 1) /
+  (median of 3 timed generate(N) - TTFT), after one warm-up; torch.cuda.synchronize around each.
+- ids: how many of the N greedy ids the two agree on before the first difference.
+Prints a markdown table and writes it to OUT.md.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
+
+
+def tensorfold_run(exe, ckpt, img, n):
+    best = None
+    for _ in range(3):
+        cmd = [exe, "ocr", ckpt, img, "--backend", "cuda", "--json", "--max-tokens", str(n), "--ignore-eos", "--no-drafts",
+               "--temperature", "0"]
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wall = time.time() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr[-400:]}")
+        j = json.loads(r.stdout)
+        u = j["usage"]
+        dec = (u["completion_tokens"] - 1) / u["decode_seconds"] if u["decode_seconds"] > 0 else 0.0
+        row = {"prompt": u["prompt_tokens"], "ttft": u["vision_seconds"] + u["prefill_seconds"], "decode": dec,
+               "ids": j["token_ids"], "wall": wall}
+        if best is None or row["decode"] > best["decode"]:
+            best = row
+    return best
+
+
+def hf_run(ckpt, img, n):
+    import torch
+    import model_goldens
+    model, proc, _ = model_goldens.load(ckpt, "cuda")
+    msgs = [{"role": "user", "content": [{"type": "image", "path": os.path.abspath(img)}]}]
+    inputs = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                      return_tensors="pt").to("cuda")
+
+    def gen(k):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=k, min_new_tokens=k, do_sample=False, eos_token_id=None,
+                                 temperature=None, top_p=None, top_k=None)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0, out
+
+    gen(n)  # warm-up
+    t1 = statistics.median(gen(1)[0] for _ in range(3))
+    runs = [gen(n) for _ in range(3)]
+    tn = statistics.median(r[0] for r in runs)
+    p = inputs["input_ids"].shape[1]
+    ids = runs[0][1][0, p:].tolist()
+    del model
+    torch.cuda.empty_cache()
+    return {"prompt": p, "ttft": t1, "decode": (n - 1) / (tn - t1), "ids": ids}
+
+
+def build_full(out_dir):
+    import checkpoints
+    from common import deterministic
+    made = []
+    for family, cfg, name in (("lighton_ocr", "lightonocr-1b.lighton_ocr.config.json", "lighton-1b-random"),
+                              ("qwen3_5", "qwen3.5-0.8b.config.json", "qwen3_5-0.8b-random")):
+        path = os.path.join(out_dir, name)
+        if not os.path.exists(os.path.join(path, "config.json")):
+            deterministic()
+            t0 = time.time()
+            s = checkpoints.write_checkpoint(family, "full", path,
+                                             os.path.join(ROOT, "tools", "reference", "configs", cfg))
+            print(f"built {name}: {s['n_params']:,} parameters in {time.time() - t0:.0f} s", flush=True)
+        made.append(path)
+    return made
+
+
+def main(argv):
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    if len(args) < 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    exe, out = args[0], args[1]
+    n = int(argv[argv.index("--new") + 1]) if "--new" in argv else 64
+    cases = [(os.path.join(ROOT, "models", "demo-lighton"), "examples/line1.png"),
+             (os.path.join(ROOT, "models", "demo-qwen35"), "examples/line1.png")]
+    if "--full" in argv:
+        cases += [(p, "examples/paragraph.png") for p in build_full("/tmp/tf-bench")]
+    import torch
+    lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
+             f"transformers {__import__('transformers').__version__}; {n} new tokens, greedy, eos ignored",
+             "",
+             "| checkpoint | image | prompt tokens | TTFT ms tensorfold | TTFT ms Transformers | decode tok/s tensorfold "
+             "| decode tok/s Transformers | decode speed-up | equal greedy ids |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for ckpt, img in cases:
+        try:
+            tf = tensorfold_run(exe, ckpt, img, n)
+            hf = hf_run(ckpt, img, n)
+        except Exception as e:  # one failing case must not lose the others' rows
+            row = f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | failed: {str(e)[:300]} |"
+            print(row, flush=True)
+            lines.append(row)
+            continue
+        k = next((i for i, (a, b) in enumerate(zip(tf["ids"], hf["ids"])) if a != b), min(len(tf["ids"]), len(hf["ids"])))
+        prompt = str(tf["prompt"]) if tf["prompt"] == hf["prompt"] else f"{tf['prompt']} / {hf['prompt']}"
+        row = (f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | {prompt} | {1e3 * tf['ttft']:.1f} | "
+               f"{1e3 * hf['ttft']:.1f} | {tf['decode']:.1f} | {hf['decode']:.1f} | {tf['decode'] / hf['decode']:.2f}x | "
+               f"{k}/{n} |")
+        print(row, flush=True)
+        lines.append(row)
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
