@@ -84,9 +84,53 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(const TX* __restrict__
     }
 }
 
+// Few rows (decode, draft verification): one output column per 8 threads (its 8 lanes), streaming
+// the weight row once for all n <= 8 input rows; the same lane order and butterfly combine as the
+// tiled kernel, so a row's bits are the same whichever kernel computes it. 32 columns per block.
+constexpr int kGemvMaxRows = 8, kGemvThreads = 256;
+
+template <class TX, class TW, class TO>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
+                                                            const TW* __restrict__ bias, TO* __restrict__ out,
+                                                            int n, int64_t in_f, int64_t out_f) {
+  const int lane = threadIdx.x % 8;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (kGemvThreads / 8) + threadIdx.x / 8;
+  float acc[kGemvMaxRows];
+#pragma unroll
+  for (float& a : acc) a = 0.0f;
+  if (j < out_f) {
+    const TW* wr = w + j * in_f;
+    for (int64_t k = lane; k < in_f; k += 8) {
+      const float wv = to_f(wr[k]);
+#pragma unroll
+      for (int i = 0; i < kGemvMaxRows; ++i)
+        if (i < n) acc[i] += to_f(x[i * in_f + k]) * wv;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kGemvMaxRows; ++i) {
+    if (i >= n) break;  // n is the same for the whole warp: the shuffles stay converged
+    float v = acc[i];
+    v = v + __shfl_xor_sync(0xffffffffu, v, 1);
+    v = v + __shfl_xor_sync(0xffffffffu, v, 2);
+    v = v + __shfl_xor_sync(0xffffffffu, v, 4);
+    if (lane == i % 8 && j < out_f) {
+      if (bias) v += to_f(bias[j]);
+      out[i * out_f + j] = from_f<TO>(v);
+    }
+  }
+}
+
 template <class TX, class TW, class TO>
 void run(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
+  if (n <= kGemvMaxRows) {
+    gemv_kernel<TX, TW, TO><<<blocks_for(out_f, kGemvThreads / 8), kGemvThreads, 0, s>>>(
+        ptr<const TX>(x), ptr<const TW>(w), bias ? ptr<const TW>(*bias) : nullptr, ptr<TO>(out),
+        static_cast<int>(n), in_f, out_f);
+    TF_CUDA_LAUNCHED();
+    return;
+  }
   const dim3 grid(blocks_for(out_f, kTileN), blocks_for(n, kTileM));
   TF_CHECK(blocks_for(n, kTileM) <= 65535);
   linear_kernel<TX, TW, TO><<<grid, kThreads, 0, s>>>(ptr<const TX>(x), ptr<const TW>(w),
