@@ -18,16 +18,17 @@ constexpr int kThreads = (kTileM / kMicroM) * (kTileN / kMicroN) * 8;  // 512
 
 // x[n, in_f], w[out_f, in_f], bias[out_f] or null, out[n, out_f]. grid (ceil(out_f/32), ceil(n/64)).
 template <class TX, class TW, class TO>
-__global__ void __launch_bounds__(kThreads) linear_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
-                                                          const TW* __restrict__ bias, TO* __restrict__ out,
-                                                          int64_t n, int64_t in_f, int64_t out_f) {
+__global__ void __launch_bounds__(kThreads)
+    linear_kernel(const TX* __restrict__ x, const TW* __restrict__ w, const TW* __restrict__ bias,
+                  TO* __restrict__ out, int64_t n, int64_t in_f, int64_t out_f) {
   __shared__ float xs[kTileM][kTileK + 1];
   __shared__ float ws[kTileN][kTileK + 1];
-  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileM, j0 = static_cast<int64_t>(blockIdx.x) * kTileN;
-  const int lane = threadIdx.x % 8;            // k ≡ lane (mod 8)
-  const int micro = threadIdx.x / 8;           // which 8×4 micro tile
-  const int mi = micro / (kTileN / kMicroN);   // rows mi*8 .. mi*8+7
-  const int mj = micro % (kTileN / kMicroN);   // columns mj*4 .. mj*4+3
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileM,
+                j0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+  const int lane = threadIdx.x % 8;           // k ≡ lane (mod 8)
+  const int micro = threadIdx.x / 8;          // which 8×4 micro tile
+  const int mi = micro / (kTileN / kMicroN);  // rows mi*8 .. mi*8+7
+  const int mj = micro % (kTileN / kMicroN);  // columns mj*4 .. mj*4+3
   float acc[kMicroM][kMicroN];
 #pragma unroll
   for (int a = 0; a < kMicroM; ++a)
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(const TX* __restrict__
       v = v + __shfl_xor_sync(0xffffffffu, v, 4);
       acc[a][b] = v;
     }
-  // Lane l writes column b == l % 4 of rows a with a % 2 == l / 4 (each output written once).
+    // Lane l writes column b == l % 4 of rows a with a % 2 == l / 4 (each output written once).
 #pragma unroll
   for (int a = 0; a < kMicroM; ++a)
 #pragma unroll
@@ -90,9 +91,9 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(const TX* __restrict__
 constexpr int kGemvMaxRows = 8, kGemvThreads = 256;
 
 template <class TX, class TW, class TO>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const TX* __restrict__ x, const TW* __restrict__ w,
-                                                            const TW* __restrict__ bias, TO* __restrict__ out,
-                                                            int n, int64_t in_f, int64_t out_f) {
+__global__ void __launch_bounds__(kGemvThreads)
+    gemv_kernel(const TX* __restrict__ x, const TW* __restrict__ w, const TW* __restrict__ bias,
+                TO* __restrict__ out, int n, int64_t in_f, int64_t out_f) {
   const int lane = threadIdx.x % 8;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * (kGemvThreads / 8) + threadIdx.x / 8;
   float acc[kGemvMaxRows];
