@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "../test_backend.h"
 #include "backend/ops.h"
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/lighton_ocr/model.h"
 #include "models/qwen3_5/model.h"
 #include "models/registry.h"
-#include "test_backend.h"
 
 namespace tf {
 namespace {

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "../test_backend.h"
 #include "backend/ops.h"
 #include "base/sha256.h"
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/registry.h"
-#include "test_backend.h"
 
 namespace tf::golden {
 

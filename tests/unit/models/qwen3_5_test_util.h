@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_backend.h"
 #include "backend/ops.h"
 #include "base/sha256.h"
 #include "image/qwen2_vl_image_processor.h"
@@ -21,7 +22,6 @@
 #include "models/qwen3_5/model.h"
 #include "models/registry.h"
 #include "oracle_noise.h"
-#include "test_backend.h"
 
 namespace tf::q35test {
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/pipeline.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 
@@ -22,7 +23,7 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 TEST(CancelDuringImageDecoding, StopsBeforeTheNextImageAndOtherwiseDecodesAll) {
-  auto pipe = Pipeline::load(kGolden + "/ckpt/lighton_ocr-tiny-bf16", PipelineOptions{});
+  auto pipe = Pipeline::load(kGolden + "/ckpt/lighton_ocr-tiny-bf16", test_pipeline_options());
   ASSERT_TRUE(pipe.ok()) << pipe.error().message;
   const auto msgs = nlohmann::ordered_json::parse(
       R"([{"role":"user","content":[{"type":"image"},{"type":"image"},{"type":"text","text":"read"}]}])");

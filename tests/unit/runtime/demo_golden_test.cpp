@@ -17,6 +17,7 @@
 #include "base/sha256.h"
 #include "runtime/pipeline.h"
 #include "tensor/dtype.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 namespace fs = std::filesystem;
@@ -71,7 +72,7 @@ TEST_P(DemoGolden, PromptAndWholeGreedyOutputMatchTransformers) {
       << "meta.json names no image for " << c.name;
   const std::string image_path = kRoot + "/" + meta["images"][c.name].get<std::string>();
   ASSERT_TRUE(fs::exists(image_path)) << "missing " << image_path;
-  auto pipe = Pipeline::load(kRoot + "/models/" + c.model, PipelineOptions{});
+  auto pipe = Pipeline::load(kRoot + "/models/" + c.model, test_pipeline_options());
   ASSERT_TRUE(pipe.ok()) << pipe.error().message;
   Pipeline& p = **pipe;
   auto pj = read_json(dir + "/prompt.json");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "test_pipeline.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TF_TEST_SANITIZED 1
@@ -82,6 +83,7 @@ class DraftsEngine : public ::testing::TestWithParam<Case> {
  protected:
   std::unique_ptr<Engine> make(DraftMode mode) {
     EngineOptions o;
+    o.backend = test_backend_name();
     o.checkpoint = kRoot + "/" + GetParam().ckpt;
     o.parallel = 2;
     o.prefill_chunk = 64;

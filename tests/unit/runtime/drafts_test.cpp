@@ -2,6 +2,7 @@
 // on every committed tiny checkpoint and the demo model: plain = copy-drafted = MTP-drafted ids,
 // greedy and seeded sampling, with images.
 #include "runtime/drafts.h"
+#include "test_pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -106,7 +107,7 @@ class DraftsGenerate : public ::testing::TestWithParam<GenCase> {};
 // same ids, greedy and seeded, with eos honoured or ignored, for an image prompt and a text prompt.
 TEST_P(DraftsGenerate, DraftedEqualsPlain) {
   const GenCase& c = GetParam();
-  auto pipe = Pipeline::load(kRoot + "/" + c.ckpt, {});
+  auto pipe = Pipeline::load(kRoot + "/" + c.ckpt, test_pipeline_options());
   ASSERT_TRUE(pipe.ok()) << pipe.error().message;
   Pipeline& p = **pipe;
   const bool mtp = p.model().n_mtp_layers() > 0;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "runtime/engine.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 
@@ -76,6 +77,7 @@ class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     EngineOptions o;
+    o.backend = test_backend_name();
     o.checkpoint = kGolden + "/ckpt/lighton_ocr-tiny-bf16";
     o.parallel = 4;
     o.prefill_chunk = 64;  // several chunks per image prompt, so chunking and batching interleave
@@ -184,6 +186,7 @@ class EngineFamilies : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineFamilies, EightConcurrentEqualSolo) {
   EngineOptions o;
+  o.backend = test_backend_name();
   o.checkpoint = kGolden + "/ckpt/" + GetParam();
   o.parallel = 8;
   o.prefill_chunk = 64;

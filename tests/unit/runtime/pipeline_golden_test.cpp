@@ -11,6 +11,7 @@
 
 #include "base/sha256.h"
 #include "runtime/pipeline.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 namespace fs = std::filesystem;
@@ -71,7 +72,7 @@ class PipelineGolden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
   const Case& c = GetParam();
-  auto pipe = Pipeline::load(kGolden + "/ckpt/" + c.ckpt, PipelineOptions{});
+  auto pipe = Pipeline::load(kGolden + "/ckpt/" + c.ckpt, test_pipeline_options());
   ASSERT_TRUE(pipe.ok()) << pipe.error().message;
   Pipeline& p = **pipe;
   const std::string dir = kGolden + "/model/" + c.ckpt + "/" + c.conversation;

@@ -12,6 +12,7 @@
 #include "../image/encoders.h"
 #include "image/decode.h"
 #include "runtime/engine.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 
@@ -97,6 +98,7 @@ GenerationRequest request(const std::vector<Part>& parts, uint64_t seed) {
 // ckpt: a directory under tests/golden/ckpt, or a path.
 std::unique_ptr<Engine> make_engine(const std::string& ckpt, double cache_mb, int parallel = 4) {
   EngineOptions o;
+  o.backend = test_backend_name();
   o.checkpoint = ckpt.find('/') == std::string::npos ? kGolden + "/ckpt/" + ckpt : ckpt;
   o.parallel = parallel;
   o.prefill_chunk = 64;

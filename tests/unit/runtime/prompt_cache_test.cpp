@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "runtime/pipeline.h"
 #include "runtime/prefix_cache.h"
+#include "test_pipeline.h"
 
 using namespace tf;
 
@@ -100,7 +101,7 @@ struct Loaded {
 
 Loaded load(const std::string& ckpt, bool with_image) {
   Loaded r;
-  auto p = Pipeline::load(kGolden + "/ckpt/" + ckpt, {});
+  auto p = Pipeline::load(kGolden + "/ckpt/" + ckpt, test_pipeline_options());
   EXPECT_TRUE(p.ok()) << p.error().message;
   r.pipe = std::move(p).value();
   std::string text =

@@ -1,5 +1,5 @@
-// The backend the model tests run on: "cpu" unless TF_TEST_BACKEND names another ("cuda" on a GPU
-// machine runs every golden and parity test through the CUDA backend, unchanged).
+// The backend the model and runtime tests run on: "cpu" unless TF_TEST_BACKEND names another ("cuda"
+// on a GPU machine runs the goldens, parity, prompt-cache and draft tests through the CUDA backend).
 #pragma once
 #include <cstdlib>
 #include <string>
