@@ -9,18 +9,14 @@
 #include "backend/cpu/common.h"
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cpu {
 
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
                float scale, const Tensor& out) {
-  TF_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3 && out.numel() == q.numel());
-  const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2);
-  const int64_t n_k = k.dim(0), kv_heads = k.dim(1);
-  TF_CHECK(k.dim(2) == d && v.dim(0) == n_k && v.dim(1) == kv_heads && v.dim(2) == d);
-  TF_CHECK(kv_heads > 0 && heads % kv_heads == 0);
-  TF_CHECK(key_ranges.dtype == DType::I32 && key_ranges.numel() == 2 * n_q);
-  TF_CHECK(q.dtype == k.dtype && k.dtype == v.dtype && out.dtype == q.dtype && is_float_act(q.dtype));
+  const opcheck::AttentionDims a = opcheck::attention(q, k, v, key_ranges, out);
+  const int64_t n_q = a.n_q, heads = a.heads, d = a.d, n_k = a.n_k, kv_heads = a.kv_heads;
   const int32_t* ranges = key_ranges.as<const int32_t>();
   int64_t k_hi = 0;
   for (int64_t i = 0; i < n_q; ++i) {

@@ -9,29 +9,18 @@
 #include "backend/cpu/common.h"
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cpu {
 namespace {
 
 constexpr int64_t kChunk = 64;
 
-struct Dims {
-  int64_t n, hk, dk, hv, dv, ratio;
-};
+using Dims = opcheck::DeltaRuleDims;
 
 Dims check_dims(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                 const Tensor& state, const Tensor& out) {
-  TF_CHECK(q.rank() == 3 && k.shape == q.shape && v.rank() == 3 && v.dim(0) == q.dim(0));
-  Dims d{q.dim(0), q.dim(1), q.dim(2), v.dim(1), v.dim(2), 0};
-  TF_CHECK(d.hk > 0 && d.hv % d.hk == 0);
-  d.ratio = d.hv / d.hk;
-  TF_CHECK(g.rank() == 2 && g.dim(0) == d.n && g.dim(1) == d.hv && g.dtype == DType::F32);
-  TF_CHECK(beta.shape == g.shape && beta.dtype == q.dtype);
-  TF_CHECK(state.rank() == 3 && state.dim(0) == d.hv && state.dim(1) == d.dk && state.dim(2) == d.dv &&
-           state.dtype == DType::F32);
-  TF_CHECK(out.shape == v.shape && out.dtype == q.dtype && is_float_act(q.dtype) && k.dtype == q.dtype &&
-           v.dtype == q.dtype);
-  return d;
+  return opcheck::delta_rule(q, k, v, g, beta, state, out);
 }
 
 // x * 1/sqrt(Σx² + 1e-6) in f32 (HF l2norm, use_qk_l2norm_in_kernel=True).

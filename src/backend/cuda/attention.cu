@@ -5,6 +5,7 @@
 // and it does not depend on how the queries were batched or chunked (DESIGN invariant 2).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cuda {
 namespace {
@@ -62,13 +63,8 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
 
 void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                       const Tensor& key_ranges, float scale, const Tensor& out) {
-  TF_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3 && out.numel() == q.numel());
-  const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2);
-  const int64_t n_k = k.dim(0), kv_heads = k.dim(1);
-  TF_CHECK(k.dim(2) == d && v.dim(0) == n_k && v.dim(1) == kv_heads && v.dim(2) == d);
-  TF_CHECK(kv_heads > 0 && heads % kv_heads == 0);
-  TF_CHECK(key_ranges.dtype == DType::I32 && key_ranges.numel() == 2 * n_q);
-  TF_CHECK(q.dtype == k.dtype && k.dtype == v.dtype && out.dtype == q.dtype && is_float_act(q.dtype));
+  const opcheck::AttentionDims a = opcheck::attention(q, k, v, key_ranges, out);
+  const int64_t n_q = a.n_q, heads = a.heads, d = a.d, kv_heads = a.kv_heads;
   TF_CHECK(d <= kMaxHeadDim);
   if (n_q == 0 || heads == 0) return;
   // Key ranges are device data; the model builds them valid ([begin, end) within the cache), as

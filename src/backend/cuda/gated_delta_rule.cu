@@ -6,15 +6,14 @@
 // lives in one global buffer allocated for the call.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cuda {
 namespace {
 
 constexpr int kChunk = 64, kThreads = 256;
 
-struct Dims {
-  int64_t n, hk, dk, hv, dv, ratio;
-};
+using Dims = opcheck::DeltaRuleDims;
 
 // q, k rows of head h (key head h / ratio) for tokens [t0, t0 + L): normalised (x * 1/sqrt(Σx² +
 // 1e-6)), q then scaled (multiply by `mul`, or divide by `div` when divide is set). qs, ks [L, dk].
@@ -161,16 +160,7 @@ __global__ void chunked_kernel(Dims d, const T* q, const T* k, const T* v, const
 void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out,
                              bool chunked) {
-  TF_CHECK(q.rank() == 3 && k.shape == q.shape && v.rank() == 3 && v.dim(0) == q.dim(0));
-  Dims d{q.dim(0), q.dim(1), q.dim(2), v.dim(1), v.dim(2), 0};
-  TF_CHECK(d.hk > 0 && d.hv % d.hk == 0);
-  d.ratio = d.hv / d.hk;
-  TF_CHECK(g.rank() == 2 && g.dim(0) == d.n && g.dim(1) == d.hv && g.dtype == DType::F32);
-  TF_CHECK(beta.shape == g.shape && beta.dtype == q.dtype);
-  TF_CHECK(state.rank() == 3 && state.dim(0) == d.hv && state.dim(1) == d.dk && state.dim(2) == d.dv &&
-           state.dtype == DType::F32);
-  TF_CHECK(out.shape == v.shape && out.dtype == q.dtype && is_float_act(q.dtype) && k.dtype == q.dtype &&
-           v.dtype == q.dtype);
+  const Dims d = opcheck::delta_rule(q, k, v, g, beta, state, out);
   if (d.n == 0 || d.hv == 0) return;
   // chunk: query * (1 / dk**0.5); recurrent: query / dk**0.5 (Python doubles, f32 tensor op).
   const float mul = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.dk)));
