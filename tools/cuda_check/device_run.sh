@@ -31,6 +31,9 @@ step() {  # name, command...
 }
 step contract build-cuda/tests/test_backend --gtest_filter='CudaContract*'
 step models_cuda env TF_TEST_BACKEND=cuda build-cuda/tests/test_models
+if [ -x build-cuda/tests/test_runtime ]; then  # packed with PACK_RUNTIME=1
+  step runtime_cuda env TF_TEST_BACKEND=cuda build-cuda/tests/test_runtime
+fi
 # The CUDA backend's stage-by-stage differences from Transformers on one golden case (the one whose
 # lm_head stage is most sensitive to 1-ulp changes in exp: see tools/cuda_check/README.md).
 g=tests/golden

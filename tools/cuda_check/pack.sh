@@ -3,13 +3,17 @@
 # stripped test_backend, test_models, tensorfold and stage_diff, plus the shared libraries they need
 # beyond glibc and libstdc++, into .gpu/bin.tar.xz (git-ignored; carried by the device call).
 #   tools/cuda_check/pack.sh [BUILD_DIR]     (default build-cuda, configured with TF_CUDA=ON)
+# PACK_RUNTIME=1 adds tests/test_runtime (prompt cache, drafts, engine on TF_TEST_BACKEND=cuda); the pack then
+# nears the device call's 64 MiB limit together with the working tree (57.8 MiB): check `du -b` first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build-cuda}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tests" "$stage/tools/stage_diff" "$stage/lib" .gpu
-for f in tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff; do
+bins="tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff"
+[ "${PACK_RUNTIME:-0}" = 1 ] && bins="$bins tests/test_runtime"
+for f in $bins; do
   strip --strip-all -o "$stage/$f" "$B/$f"
 done
 # Libraries outside the C/C++ runtime, resolved here (the GPU image may lack or differ in them).
