@@ -70,8 +70,7 @@ void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Te
   // Key ranges are device data; the model builds them valid ([begin, end) within the cache), as
   // the CPU op checks on its side.
   const int threads = d <= 128 ? 128 : (d <= 256 ? 256 : 512);
-  dispatch_act(q.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+  TF_DISPATCH_ACT(q.dtype, T, {
     attention_kernel<T><<<static_cast<unsigned>(n_q * heads), threads, threads * sizeof(float), s>>>(
         ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const int32_t>(key_ranges), scale, ptr<T>(out),
         heads, kv_heads, d);

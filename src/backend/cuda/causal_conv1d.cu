@@ -39,10 +39,8 @@ void launch_causal_conv1d_silu(cudaStream_t s, const Tensor& x, const Tensor& w,
   TF_CHECK(is_float_act(x.dtype) && out.dtype == x.dtype && state.dtype == x.dtype && is_float_act(w.dtype));
   TF_CHECK(out.data != x.data);
   if (n == 0 || C == 0) return;
-  dispatch_act(x.dtype, [&](auto* tx) {
-    dispatch_act(w.dtype, [&](auto* tw) {
-      using T = std::remove_pointer_t<decltype(tx)>;
-      using TW = std::remove_pointer_t<decltype(tw)>;
+  TF_DISPATCH_ACT(x.dtype, T, {
+    TF_DISPATCH_ACT(w.dtype, TW, {
       conv_kernel<T, TW><<<blocks_for(C, 128), 128, 0, s>>>(ptr<const T>(x), ptr<const TW>(w), ptr<T>(state),
                                                             ptr<T>(out), n, C, static_cast<int>(K));
       TF_CUDA_LAUNCHED();

@@ -87,8 +87,8 @@ __device__ float block_sum8(int64_t n, F f) {
   return combine8(lanes);
 }
 
-// Dispatch on the activation dtype: runs the block with T = float or bf16_t. A macro rather than a
-// generic lambda because nvcc does not allow __device__ lambdas inside generic lambdas.
+// Dispatch on an activation dtype: runs the block with T = float or bf16_t (nested for ops with several
+// dtypes). A macro rather than a generic lambda: nvcc allows no __device__ lambda inside one.
 #define TF_DISPATCH_ACT(dt, T, ...)         \
   do {                                      \
     TF_CHECK(::tf::cuda::is_float_act(dt)); \
@@ -100,16 +100,6 @@ __device__ float block_sum8(int64_t n, F f) {
       __VA_ARGS__                           \
     }                                       \
   } while (0)
-
-// Dispatch on the activation dtype: calls fn with a float or bf16_t null pointer naming the type.
-template <class Fn>
-void dispatch_act(DType t, Fn&& fn) {
-  TF_CHECK(is_float_act(t));
-  if (t == DType::BF16)
-    fn(static_cast<bf16_t*>(nullptr));
-  else
-    fn(static_cast<float*>(nullptr));
-}
 
 template <class T>
 inline T* ptr(const Tensor& t) {

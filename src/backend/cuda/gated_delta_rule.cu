@@ -168,8 +168,7 @@ void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, c
   const size_t per_head = chunked ? static_cast<size_t>(kChunk * (3 * d.dk + 2 * d.dv)) : 2 * d.dk;
   float* scratch = nullptr;
   TF_CUDA_CHECK(cudaMallocAsync(&scratch, per_head * d.hv * sizeof(float), s));
-  dispatch_act(q.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+  TF_DISPATCH_ACT(q.dtype, T, {
     if (chunked)
       chunked_kernel<T><<<static_cast<unsigned>(d.hv), kThreads, 0, s>>>(
           d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),

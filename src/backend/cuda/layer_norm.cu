@@ -34,12 +34,9 @@ void launch_layer_norm(cudaStream_t s, const Tensor& x, const Tensor& w, const T
   const int64_t d = x.dim(-1), n = d ? x.numel() / d : 0;
   TF_CHECK(w.numel() == d && b.numel() == d && is_float_act(w.dtype) && is_float_act(b.dtype));
   if (n == 0) return;
-  dispatch_act(x.dtype, [&](auto* tx) {
-    dispatch_act(w.dtype, [&](auto* tw) {
-      dispatch_act(b.dtype, [&](auto* tb) {
-        using T = std::remove_pointer_t<decltype(tx)>;
-        using TW = std::remove_pointer_t<decltype(tw)>;
-        using TB = std::remove_pointer_t<decltype(tb)>;
+  TF_DISPATCH_ACT(x.dtype, T, {
+    TF_DISPATCH_ACT(w.dtype, TW, {
+      TF_DISPATCH_ACT(b.dtype, TB, {
         layer_norm_kernel<T, TW, TB><<<static_cast<unsigned>(n), kThreads, 0, s>>>(
             ptr<const T>(x), ptr<const TW>(w), ptr<const TB>(b), eps, ptr<T>(out), d);
         TF_CUDA_LAUNCHED();

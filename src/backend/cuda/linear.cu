@@ -150,15 +150,9 @@ void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tenso
   // The bias shares w's dtype here (checkpoints store them together); the CPU op converts either.
   if (bias) TF_CHECK(bias->numel() == out_f && bias->dtype == w.dtype);
   if (n == 0 || out_f == 0) return;
-  dispatch_act(x.dtype, [&](auto* tx) {
-    dispatch_act(w.dtype, [&](auto* tw) {
-      dispatch_act(out.dtype, [&](auto* to) {
-        using TX = std::remove_pointer_t<decltype(tx)>;
-        using TW = std::remove_pointer_t<decltype(tw)>;
-        using TO = std::remove_pointer_t<decltype(to)>;
-        run<TX, TW, TO>(s, x, w, bias, out);
-      });
-    });
+  TF_DISPATCH_ACT(x.dtype, TX, {
+    TF_DISPATCH_ACT(w.dtype, TW,
+                    { TF_DISPATCH_ACT(out.dtype, TO, { run<TX, TW, TO>(s, x, w, bias, out); }); });
   });
 }
 

@@ -35,10 +35,8 @@ void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps
   TF_CHECK(w.numel() == d && is_float_act(w.dtype));
   if (kind == RmsNormKind::kWeight) TF_CHECK(w.dtype == x.dtype);
   if (n == 0) return;
-  dispatch_act(x.dtype, [&](auto* tx) {
-    dispatch_act(w.dtype, [&](auto* tw) {
-      using T = std::remove_pointer_t<decltype(tx)>;
-      using TW = std::remove_pointer_t<decltype(tw)>;
+  TF_DISPATCH_ACT(x.dtype, T, {
+    TF_DISPATCH_ACT(w.dtype, TW, {
       rms_norm_kernel<T, TW><<<static_cast<unsigned>(n), kThreads, 0, s>>>(
           ptr<const T>(x), ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight, ptr<T>(out), d);
       TF_CUDA_LAUNCHED();

@@ -35,8 +35,7 @@ void launch_rms_norm_gated(cudaStream_t s, const Tensor& x, const Tensor& gate, 
   const int64_t d = x.dim(-1), n = d ? x.numel() / d : 0;
   TF_CHECK(w.numel() == d);
   if (n == 0) return;
-  dispatch_act(x.dtype, [&](auto* tx) {
-    using T = std::remove_pointer_t<decltype(tx)>;
+  TF_DISPATCH_ACT(x.dtype, T, {
     rms_norm_gated_kernel<T><<<static_cast<unsigned>(n), kThreads, 0, s>>>(
         ptr<const T>(x), ptr<const T>(gate), ptr<const T>(w), eps, ptr<T>(out), d);
     TF_CUDA_LAUNCHED();
