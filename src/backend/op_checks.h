@@ -44,4 +44,39 @@ inline AttentionDims attention(const Tensor& q, const Tensor& k, const Tensor& v
   return a;
 }
 
+// rope: x[n, heads, d] act, cos/sin[n, r] act with r even, r <= d (partial rotary); out like x.
+struct RopeDims {
+  int64_t n, heads, d, r;
+};
+inline RopeDims rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) {
+  TF_CHECK(x.rank() == 3 && out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
+  RopeDims a{x.dim(0), x.dim(1), x.dim(2), cos.rank() == 2 ? cos.dim(1) : 0};
+  TF_CHECK(cos.rank() == 2 && cos.dim(0) == a.n && sin.numel() == cos.numel());
+  TF_CHECK(cos.dtype == x.dtype && sin.dtype == x.dtype);
+  TF_CHECK(a.r % 2 == 0 && a.r <= a.d);
+  return a;
+}
+
+// gather_rows / scatter_rows: m indexed rows of row_bytes each; n rows in the indexed tensor (src for
+// gather, dst for scatter). row_bytes is 0 when m is 0 (nothing to move).
+struct RowCopy {
+  int64_t m, n;
+  size_t row_bytes;
+};
+inline RowCopy gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
+  TF_CHECK(rows.dtype == DType::I32 && src.dtype == out.dtype && src.rank() >= 1 && out.rank() >= 1);
+  const int64_t m = rows.numel(), n = src.dim(0);
+  TF_CHECK(out.dim(0) == m && (n == 0 || m == 0 || out.numel() / m == src.numel() / n));
+  return {m, n, m ? out.nbytes() / static_cast<size_t>(m) : 0};
+}
+inline RowCopy scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) {
+  TF_CHECK(rows.dtype == DType::I32 && src.dtype == dst.dtype && src.rank() >= 1 && dst.rank() >= 1);
+  const int64_t m = rows.numel(), n = dst.dim(0);
+  TF_CHECK(src.dim(0) == m);
+  if (m == 0) return {0, n, 0};
+  const size_t rb = src.nbytes() / static_cast<size_t>(m);
+  TF_CHECK(n > 0 && dst.nbytes() / static_cast<size_t>(n) == rb);
+  return {m, n, rb};
+}
+
 }  // namespace tf::opcheck

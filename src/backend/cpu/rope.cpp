@@ -5,6 +5,7 @@
 #include "backend/cpu/common.h"
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cpu {
 
@@ -25,12 +26,8 @@ void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) {
 }
 
 void rope(ThreadPool& pool, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) {
-  TF_CHECK(x.rank() == 3 && out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
-  const int64_t n = x.dim(0), heads = x.dim(1), d = x.dim(2);
-  TF_CHECK(cos.rank() == 2 && cos.dim(0) == n && sin.numel() == cos.numel());
-  TF_CHECK(cos.dtype == x.dtype && sin.dtype == x.dtype);
-  const int64_t r = cos.dim(1), h2 = r / 2;
-  TF_CHECK(r % 2 == 0 && r <= d);
+  const opcheck::RopeDims a = opcheck::rope(x, cos, sin, out);
+  const int64_t n = a.n, heads = a.heads, d = a.d, r = a.r, h2 = r / 2;
   const DType act = x.dtype;
   pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     std::vector<float> c(static_cast<size_t>(r)), s(static_cast<size_t>(r)), in(static_cast<size_t>(d)),

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/common.h"
 #include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cpu {
 
@@ -26,11 +27,7 @@ void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
 }
 
 void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
-  TF_CHECK(rows.dtype == DType::I32 && src.dtype == out.dtype && src.rank() >= 1 && out.rank() >= 1);
-  const int64_t m = rows.numel(), n = src.dim(0);
-  TF_CHECK(out.dim(0) == m && (n == 0 || out.numel() / std::max<int64_t>(m, 1) == src.numel() / n || m == 0));
-  if (m == 0) return;
-  const size_t rb = out.nbytes() / static_cast<size_t>(m);
+  const auto [m, n, rb] = opcheck::gather_rows(src, rows, out);
   for (int64_t i = 0; i < m; ++i) {
     const int32_t r = rows.as<const int32_t>()[i];
     TF_CHECK(r >= 0 && r < n);
@@ -39,12 +36,7 @@ void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) {
 }
 
 void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) {
-  TF_CHECK(rows.dtype == DType::I32 && src.dtype == dst.dtype && src.rank() >= 1 && dst.rank() >= 1);
-  const int64_t m = rows.numel(), n = dst.dim(0);
-  TF_CHECK(src.dim(0) == m);
-  if (m == 0) return;
-  const size_t rb = src.nbytes() / static_cast<size_t>(m);
-  TF_CHECK(n > 0 && dst.nbytes() / static_cast<size_t>(n) == rb);
+  const auto [m, n, rb] = opcheck::scatter_rows(src, rows, dst);
   for (int64_t i = 0; i < m; ++i) {
     const int32_t r = rows.as<const int32_t>()[i];
     TF_CHECK(r >= 0 && r < n);

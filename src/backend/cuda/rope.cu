@@ -2,6 +2,7 @@
 // act roundings of HF's bf16 arithmetic (partial rotary: dims >= r pass through).
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cuda {
 
@@ -24,12 +25,8 @@ void launch_rope_cos_sin(cudaStream_t s, const Tensor& angles, const Tensor& cos
 }
 
 void launch_rope(cudaStream_t s, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) {
-  TF_CHECK(x.rank() == 3 && out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
-  const int64_t n = x.dim(0), heads = x.dim(1), d = x.dim(2);
-  TF_CHECK(cos.rank() == 2 && cos.dim(0) == n && sin.numel() == cos.numel());
-  TF_CHECK(cos.dtype == x.dtype && sin.dtype == x.dtype);
-  const int64_t r = cos.dim(1), h2 = r / 2;
-  TF_CHECK(r % 2 == 0 && r <= d);
+  const opcheck::RopeDims a = opcheck::rope(x, cos, sin, out);
+  const int64_t n = a.n, heads = a.heads, d = a.d, r = a.r, h2 = r / 2;
   // out may alias x: one thread per (row, head) pair of dims (j, j + h2) reads both before writing.
   TF_DISPATCH_ACT(x.dtype, T, {
     const T* in = ptr<const T>(x);

@@ -2,6 +2,7 @@
 // kernel (the CPU op's TF_CHECK); the next synchronisation then reports the error and aborts.
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cuda {
 namespace {
@@ -52,21 +53,12 @@ void launch_embedding(cudaStream_t s, const Tensor& ids, const Tensor& table, co
 }
 
 void launch_gather_rows(cudaStream_t s, const Tensor& src, const Tensor& rows, const Tensor& out) {
-  TF_CHECK(rows.dtype == DType::I32 && src.dtype == out.dtype && src.rank() >= 1 && out.rank() >= 1);
-  const int64_t m = rows.numel(), n = src.dim(0);
-  TF_CHECK(out.dim(0) == m && (n == 0 || out.numel() / std::max<int64_t>(m, 1) == src.numel() / n || m == 0));
-  if (m == 0) return;
-  copy_rows(s, src.data, out.data, ptr<const int32_t>(rows), m, n, m, out.nbytes() / static_cast<size_t>(m),
-            false);
+  const auto [m, n, rb] = opcheck::gather_rows(src, rows, out);
+  copy_rows(s, src.data, out.data, ptr<const int32_t>(rows), m, n, m, rb, false);
 }
 
 void launch_scatter_rows(cudaStream_t s, const Tensor& src, const Tensor& rows, const Tensor& dst) {
-  TF_CHECK(rows.dtype == DType::I32 && src.dtype == dst.dtype && src.rank() >= 1 && dst.rank() >= 1);
-  const int64_t m = rows.numel(), n = dst.dim(0);
-  TF_CHECK(src.dim(0) == m);
-  if (m == 0) return;
-  const size_t rb = src.nbytes() / static_cast<size_t>(m);
-  TF_CHECK(n > 0 && dst.nbytes() / static_cast<size_t>(n) == rb);
+  const auto [m, n, rb] = opcheck::scatter_rows(src, rows, dst);
   copy_rows(s, src.data, dst.data, ptr<const int32_t>(rows), m, m, n, rb, true);
 }
 
