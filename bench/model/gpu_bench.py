@@ -4,7 +4,8 @@
 
 Cases: the two bundled demo models on examples/line1.png, and with --full the real LightOnOCR-1B
 (`lighton_ocr`) and Qwen3.5-0.8B shapes (random bf16 weights, built here by tools/reference/checkpoints.py
-with the oracle's tiny tokenizer: the embedding and lm_head keep the real row count) on examples/paragraph.png.
+with the oracle's tiny tokenizer: the embedding and lm_head keep the real row count) on examples/paragraph.png
+and on full pages (tests/golden/images/page_1540x1190.png for the 1B, page_1583x2048.png for Qwen3.5).
 
 Per case, greedy, eos ignored, N new tokens, one request:
 - tensorfold: `ocr CKPT IMAGE --backend cuda --json --max-tokens N --ignore-eos --no-drafts --temperature 0`, best of 3 by
@@ -102,7 +103,11 @@ def main(argv):
     cases = [(os.path.join(ROOT, "models", "demo-lighton"), "examples/line1.png"),
              (os.path.join(ROOT, "models", "demo-qwen35"), "examples/line1.png")]
     if "--full" in argv:
-        cases += [(p, "examples/paragraph.png") for p in build_full("/tmp/tf-bench")]
+        full = build_full("/tmp/tf-bench")
+        cases += [(p, "examples/paragraph.png") for p in full]
+        # The page shapes: a 1190 x 1540 page for the 1B (2,333 prompt tokens), 1583 x 2048 for Qwen3.5.
+        cases += [(full[0], "tests/golden/images/page_1540x1190.png"),
+                  (full[1], "tests/golden/images/page_1583x2048.png")]
     import torch
     lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
              f"transformers {__import__('transformers').__version__}; {n} new tokens, greedy, eos ignored",

@@ -3,9 +3,11 @@ with the committed CPU transcription (examples/<set>/<model>.tensorfold_cpu.json
 
   python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold models/demo-lighton examples/heldout [JOBS]
 
-Prints one line per differing image and a summary line "<model> <set>: N/M equal"; exits 1 on any
-difference. The CPU backend is the reference here: the CUDA kernels reproduce its arithmetic, so the ids
-must be equal for every image (not merely close).
+Prints one line per differing image and a summary line "<model> <set>: N/M equal". The CUDA backend
+computes bf16 linears and attention on tensor cores (its own accumulation order), so it may part from the
+CPU where the model's top two logits are nearly tied: each first difference is reported with the
+oracle's top-2 margin at that step (examples/<set>/<model>.oracle_cpu_ids.jsonl, Transformers on the CPU),
+and the run fails when a margin is >= 0.5 logit (the greedy tie rule) or an image fails.
 """
 import concurrent.futures
 import json
@@ -36,19 +38,32 @@ def main(argv):
     with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
         futs = [ex.submit(run_one, exe, ckpt, os.path.join(folder, r["file"])) for r in ref]
         got = [fu.result() for fu in futs]
-    equal = 0
+    oracle = {}
+    opath = os.path.join(folder, model + ".oracle_cpu_ids.jsonl")
+    if os.path.exists(opath):
+        with open(opath, encoding="utf-8") as f:
+            oracle = {o["file"]: o for o in (json.loads(line) for line in f if line.strip())}
+    equal, bad = 0, 0
     for r, (ids, err) in zip(ref, got):
         if ids == r["token_ids"]:
             equal += 1
             continue
         if ids is None:
             print(f"{r['file']}: failed: {err}")
+            bad += 1
             continue
         k = next((i for i, (a, b) in enumerate(zip(ids, r["token_ids"])) if a != b), min(len(ids), len(r["token_ids"])))
-        print(f"{r['file']}: first difference at output {k}: cuda {ids[k:k + 3]} cpu {r['token_ids'][k:k + 3]}")
-    print(f"{model} {os.path.basename(os.path.normpath(folder))}: {equal}/{len(ref)} equal "
+        o = oracle.get(r["file"])
+        margin = None
+        if o and k < len(o["top1_logit"]) and o["ids"][:k] == ids[:k]:
+            margin = o["top1_logit"][k] - o["top2_logit"][k]
+        if margin is None or margin >= 0.5:
+            bad += 1
+        print(f"{r['file']}: first difference at output {k}: cuda {ids[k:k + 3]} cpu {r['token_ids'][k:k + 3]}; "
+              f"oracle margin there {'unknown' if margin is None else f'{margin:.4f}'}")
+    print(f"{model} {os.path.basename(os.path.normpath(folder))}: {equal}/{len(ref)} equal, {bad} outside the tie rule "
           f"({time.time() - t0:.1f} s, {jobs} processes)")
-    return 0 if equal == len(ref) else 1
+    return 0 if bad == 0 else 1
 
 
 if __name__ == "__main__":

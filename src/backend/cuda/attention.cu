@@ -1,8 +1,9 @@
-// attention: one block per (query row, head). Pass 1 finds the row's max score; pass 2 walks the keys
-// in tiles of blockDim in increasing order: each thread scores one key of the tile, then thread 0
-// extends the running sum l key by key and every thread d accumulates rnd(p_j)·v_j[d] key by key.
-// That is the CPU reference's order exactly (scores by dot8, one global max, sequential l and P·V),
-// and it does not depend on how the queries were batched or chunked (DESIGN invariant 2).
+// attention: bf16 with head_dim % 8 == 0 goes to the flash kernel (attention_tc.cu); the rest runs here,
+// the CPU reference's arithmetic exactly: one block per (query row, head). Pass 1 finds the row's max score;
+// pass 2 walks the keys in tiles of blockDim in increasing order: each thread scores one key of the tile,
+// then thread 0 extends the running sum l key by key and every thread d accumulates rnd(p_j)·v_j[d] key by
+// key. That is the CPU reference's order exactly (scores by dot8, one global max, sequential l and P·V), and
+// it does not depend on how the queries were batched or chunked (docs/design.md, invariant 2).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/op_checks.h"
@@ -67,6 +68,7 @@ void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Te
   const int64_t n_q = a.n_q, heads = a.heads, d = a.d, kv_heads = a.kv_heads;
   TF_CHECK(d <= kMaxHeadDim);
   if (n_q == 0 || heads == 0) return;
+  if (attention_tc_applies(q, d)) return launch_attention_tc(s, q, k, v, key_ranges, scale, out);
   // Key ranges are device data; the model builds them valid ([begin, end) within the cache), as
   // the CPU op checks on its side.
   const int threads = d <= 128 ? 128 : (d <= 256 ? 256 : 512);

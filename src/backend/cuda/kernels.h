@@ -8,6 +8,14 @@
 
 namespace tf::cuda {
 void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+// The tensor-core forms (linear_tc.cu, attention_tc.cu): bf16 operands; launch_linear and
+// launch_attention route to them where they apply.
+bool linear_tc_applies(const Tensor& x, const Tensor& w);
+void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
+                      const Tensor& out);
+bool attention_tc_applies(const Tensor& q, int64_t head_dim);
+void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_ranges, float scale, const Tensor& out);
 void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
                      const Tensor& out);
 void launch_layer_norm(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& b, float eps,

@@ -1,9 +1,10 @@
-// linear: out = x · w^T (+ bias). Every output element is the CPU's dot product exactly: lane l
-// (k ≡ l mod 8) accumulates in increasing k, and the 8 lanes combine as
+// linear: out = x · w^T (+ bias). bf16 x and w go to the tensor-core kernel (linear_tc.cu); the rest
+// (f32 activations or weights) runs here, the CPU reference's arithmetic exactly. Every output element is the
+// CPU's dot product exactly: lane l (k ≡ l mod 8) accumulates in increasing k, and the 8 lanes combine as
 // ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). Here the 8 lanes of an output live in 8 adjacent threads of a
 // warp (so one thread holds 8×4 outputs of one lane: 32 accumulators instead of 256), and the final
 // combine is three butterfly shuffles, which build that tree exactly (IEEE addition commutes). So a
-// row's bits do not depend on how many rows the call has (DESIGN invariant 2) and equal the CPU
+// row's bits do not depend on how many rows the call has (docs/design.md, invariant 2) and equal the CPU
 // reference's. Tiles of x and w are staged through shared memory as f32; the K tile is a multiple of
 // 8, so a lane is k % 8 inside a tile.
 #include "backend/cuda/common.cuh"
@@ -150,6 +151,7 @@ void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tenso
   // The bias shares w's dtype here (checkpoints store them together); the CPU op converts either.
   if (bias) TF_CHECK(bias->numel() == out_f && bias->dtype == w.dtype);
   if (n == 0 || out_f == 0) return;
+  if (linear_tc_applies(x, w)) return launch_linear_tc(s, x, w, bias, out);
   TF_DISPATCH_ACT(x.dtype, TX, {
     TF_DISPATCH_ACT(w.dtype, TW,
                     { TF_DISPATCH_ACT(out.dtype, TO, { run<TX, TW, TO>(s, x, w, bias, out); }); });

@@ -138,6 +138,41 @@ inline ::testing::AssertionResult Close(const Buffer& ref, const Buffer& got, co
   return ::testing::AssertionFailure() << what << ": not bit-identical: " << d.str();
 }
 
+// Tensor-core ops (bf16 linear and attention) are held to the CPU by a stated tolerance instead of
+// bits. NearUlp: at most `max_ulp` ulps apart, in at most `max_frac` of the elements.
+inline ::testing::AssertionResult NearUlp(const Buffer& ref, const Buffer& got, const std::string& what,
+                                          int64_t max_ulp, double max_frac) {
+  const Diff d = diff(ref, got);
+  std::printf("[ contract ] %s: %s (tolerance %lld ulp in <= %.2f%%)\n", what.c_str(), d.str().c_str(),
+              static_cast<long long>(max_ulp), 100.0 * max_frac);
+  if (d.error.empty() && d.max_ulp <= max_ulp && d.differ <= max_frac * static_cast<double>(d.n))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": outside the tolerance: " << d.str();
+}
+
+// NearAbs: every element within abs_tol of the CPU's (values compared as f32); prints the largest
+// and the mean absolute difference.
+inline ::testing::AssertionResult NearAbs(const Buffer& ref, const Buffer& got, const std::string& what,
+                                          double abs_tol) {
+  if (ref.dtype() != got.dtype() || ref.shape() != got.shape())
+    return ::testing::AssertionFailure() << what << ": not comparable";
+  double worst = 0, sum = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double a = load_f32(ref.view(), i), b = load_f32(got.view(), i);
+    const double e =
+        (std::isnan(a) || std::isnan(b)) ? (std::isnan(a) && std::isnan(b) ? 0 : INFINITY) : std::fabs(a - b);
+    sum += e;
+    if (e > worst || at < 0) worst = e, at = i;
+  }
+  const Diff d = diff(ref, got);
+  std::printf("[ contract ] %s: max |diff| %.3g at %lld (tolerance %.3g), mean %.3g; %s\n", what.c_str(),
+              worst, static_cast<long long>(at), abs_tol, sum / std::max<int64_t>(ref.numel(), 1),
+              d.str().c_str());
+  if (worst <= abs_tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max |diff| " << worst << " > " << abs_tol;
+}
+
 // Planted controls: the comparator must see a difference.
 inline ::testing::AssertionResult Differs(const Buffer& ref, const Buffer& got) {
   const Diff d = diff(ref, got);

@@ -1,0 +1,268 @@
+// attention on tensor cores (bf16, head_dim d % 8 == 0, d <= 256): flash attention with an online
+// softmax over key tiles, for prefill, decode, draft verification and block-diagonal vision
+// attention alike (backend/ops.h `attention`: q[n_q, heads, d], k/v[n_k, kv_heads, d],
+// key_ranges[n_q, 2], out[n_q, heads, d]).
+//
+// Arithmetic per query row (the CUDA tolerance against the CPU reference: tools/cuda_check/README.md):
+//   s_j = fl32(Σ_d q·k (mma chain over d in 16-wide chunks) * scale);
+//   per key tile: m' = max(m, max_j s_j), α = exp(m - m'), p_j = exp(s_j - m'),
+//   l = l α + Σ_j p_j (f32, unrounded), acc = acc α + Σ_j rnd(p_j) v_j (bf16 P on the tensor core);
+//   out = rnd(acc / l).
+// The CPU reference takes one global max instead of the running one, so rnd(p_j) can land one bf16
+// step apart (the rounding is relative to a different maximum); that is FlashAttention's own
+// arithmetic, the one Transformers' flash/SDPA kernels run on the GPU.
+//
+// Batch invariance: a row's key tiles start at its own range begin b_i and step by the tile width,
+// so they depend on the row's range alone. A block holds 16-64 query rows of one head; it walks the
+// distinct range begins of its rows one pass each, and a row outside the current pass (or past its
+// range end) sees fully masked tiles, which leave m, l and acc bit-for-bit unchanged (α = 1 exactly,
+// p = 0). So a row's bits do not depend on which rows share its block, how many there are, or how its
+// sequence was chunked into calls.
+#include <climits>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+
+namespace tf::cuda {
+namespace {
+
+using namespace mma;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// DP: head_dim padded to 16; BN: keys per tile; WARPS: 16 query rows each.
+template <int DP, int BN>
+struct AttnCfg {
+  static constexpr int kLd = DP + 8;  // smem row stride (elements): conflict-free ldmatrix
+  static size_t smem(int warps) { return static_cast<size_t>(16 * warps + 4 * BN) * kLd; }  // elements
+};
+
+template <int DP, int BN>
+__global__ void __launch_bounds__(128)
+    attention_tc_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                        const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
+                        bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d) {
+  constexpr int LD = AttnCfg<DP, BN>::kLd, NS = BN / 8, NO = DP / 8;
+  extern __shared__ __align__(16) bf16_t smem[];
+  const int warps = blockDim.x / 32, bm = 16 * warps;
+  bf16_t* qs = smem;              // [bm][LD]
+  bf16_t* ks = qs + bm * LD;      // [2][BN][LD]
+  bf16_t* vs = ks + 2 * BN * LD;  // [2][BN][LD]
+  __shared__ int rb[64], re[64], pass_b, pass_e;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int h = blockIdx.y, kh = h / (heads / kv_heads);
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * bm;
+  const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
+
+  // Query tile (zero rows past n_q, zero columns past d) and the rows' ranges.
+  for (int c = threadIdx.x; c < bm * (DP / 8); c += blockDim.x) {
+    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+    const bool ok = i0 + r < n_q && dc < d;
+    cp_async16(qs + r * LD + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+  }
+  cp_async_commit();
+  for (int r = threadIdx.x; r < bm; r += blockDim.x) {
+    const bool ok = i0 + r < n_q;
+    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
+  }
+
+  const int r_lo = warp * 16 + g, r_hi = r_lo + 8;  // this thread's two rows (block-local)
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[NO][4];
+#pragma unroll
+  for (int a = 0; a < NO; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[a][c] = 0.0f;
+
+  auto load_kv = [&](int buf, int64_t j0, int64_t e) {
+    bf16_t* kd = ks + buf * BN * LD;
+    bf16_t* vd = vs + buf * BN * LD;
+    for (int c = threadIdx.x; c < BN * (DP / 8); c += blockDim.x) {
+      const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+      const int64_t j = j0 + r;
+      const bool ok = j < e && j < n_k && dc < d;
+      const int64_t off = j * kv_stride + static_cast<int64_t>(kh) * d + dc;
+      cp_async16(kd + r * LD + dc, ok ? k + off : k, ok);
+      cp_async16(vd + r * LD + dc, ok ? v + off : v, ok);
+    }
+    cp_async_commit();
+  };
+
+  int prev_b = INT_MIN;
+  for (;;) {
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the next distinct range begin of the block's rows, and its tiles' end
+      int nb = INT_MAX, ne = INT_MIN;
+      for (int r = 0; r < bm; ++r)
+        if (rb[r] > prev_b && rb[r] < nb) nb = rb[r];
+      for (int r = 0; r < bm; ++r)
+        if (rb[r] == nb && re[r] > ne) ne = re[r];
+      pass_b = nb;
+      pass_e = ne;
+    }
+    __syncthreads();
+    const int pb = pass_b, pe = pass_e;
+    if (pb == INT_MAX) break;
+    prev_b = pb;
+    const bool in_lo = rb[r_lo] == pb, in_hi = rb[r_hi] == pb;
+    const int e_lo = re[r_lo], e_hi = re[r_hi];
+    const int n_tiles = (pe - pb + BN - 1) / BN;
+    if (n_tiles <= 0) continue;
+    load_kv(0, pb, pe);
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
+      cp_async_wait<0>();
+      __syncthreads();
+      if (ti + 1 < n_tiles) load_kv((ti + 1) % 2, j0 + BN, pe);
+      const bf16_t* kt = ks + (ti % 2) * BN * LD;
+      const bf16_t* vt = vs + (ti % 2) * BN * LD;
+
+      float s[NS][4];
+#pragma unroll
+      for (int b = 0; b < NS; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
+#pragma unroll
+      for (int kd = 0; kd < DP; kd += 16) {
+        uint32_t af[4];
+        ldmatrix_x4(af, qs + (warp * 16 + lane % 16) * LD + kd + (lane / 16) * 8);
+#pragma unroll
+        for (int b = 0; b < NS; b += 2) {
+          uint32_t bf[4];
+          ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
+          mma_bf16(s[b], af, bf[0], bf[1]);
+          mma_bf16(s[b + 1], af, bf[2], bf[3]);
+        }
+      }
+      // Scale, mask, running max per row (the 4 threads of a quad share a row).
+      float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int b = 0; b < NS; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int64_t j = j0 + b * 8 + 2 * t + c % 2;
+          const bool hi = c >= 2;
+          const bool ok = hi ? (in_hi && j < e_hi) : (in_lo && j < e_lo);
+          s[b][c] = ok ? s[b][c] * scale : -INFINITY;
+          tmax[hi] = fmaxf(tmax[hi], s[b][c]);
+        }
+      float alpha[2];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
+        const float mn = fmaxf(m[rr], tmax[rr]);
+        alpha[rr] = (mn == m[rr]) ? 1.0f : ex2((m[rr] - mn) * kLog2e);  // exact no-op when nothing new
+        m[rr] = mn;
+      }
+      float tsum[2] = {0.0f, 0.0f};
+      uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
+#pragma unroll
+      for (int b = 0; b < NS; ++b) {
+        float p[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float mr = m[c / 2];
+          p[c] = s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
+          tsum[c / 2] += p[c];
+        }
+        pf[b / 2][(b % 2) * 2 + 0] = pack_bf16(p[0], p[1]);
+        pf[b / 2][(b % 2) * 2 + 1] = pack_bf16(p[2], p[3]);
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 1);
+        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 2);
+        l[rr] = l[rr] * alpha[rr] + tsum[rr];
+      }
+#pragma unroll
+      for (int a = 0; a < NO; ++a) {
+        acc[a][0] *= alpha[0];
+        acc[a][1] *= alpha[0];
+        acc[a][2] *= alpha[1];
+        acc[a][3] *= alpha[1];
+      }
+      // acc += P · V: A = P (keys as k), B = V tile [keys][d] read transposed.
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int a = 0; a < NO; a += 2) {
+          uint32_t bf[4];
+          ldmatrix_x4_trans(
+              bf, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + a * 8 + (lane / 16) * 8);
+          mma_bf16(acc[a], pf[kk], bf[0], bf[1]);
+          mma_bf16(acc[a + 1], pf[kk], bf[2], bf[3]);
+        }
+    }
+  }
+
+  // out = rnd(acc / l), the columns below d of rows below n_q.
+#pragma unroll
+  for (int a = 0; a < NO; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int rr = c / 2;
+      const int64_t i = i0 + (rr ? r_hi : r_lo);
+      const int col = a * 8 + 2 * t + c % 2;
+      if (i >= n_q || col >= d) continue;
+      const float val = l[rr] > 0.0f ? acc[a][c] / l[rr] : 0.0f;
+      out[(i * heads + h) * d + col] = f2bf(val);
+    }
+}
+
+template <int DP, int BN>
+void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
+               float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d) {
+  // Query rows per block: 64, or fewer when the call has fewer (decode); a row's arithmetic is the
+  // same for every block size.
+  const int warps = n_q >= 64 ? 4 : static_cast<int>((n_q + 15) / 16);
+  const size_t smem = AttnCfg<DP, BN>::smem(4) * sizeof(bf16_t);
+  static const bool attr = [&] {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DP, BN>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)attr;
+  const dim3 grid(blocks_for(n_q, 16 * warps), static_cast<unsigned>(heads));
+  attention_tc_kernel<DP, BN><<<grid, 32 * warps, AttnCfg<DP, BN>::smem(warps) * sizeof(bf16_t), s>>>(
+      q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d);
+  TF_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+bool attention_tc_applies(const Tensor& q, int64_t head_dim) {
+  return q.dtype == DType::BF16 && head_dim % 8 == 0 && head_dim <= 256;
+}
+
+void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_ranges, float scale, const Tensor& out) {
+  const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
+  TF_CHECK(attention_tc_applies(q, d) && heads % kv_heads == 0);
+  TF_CHECK(reinterpret_cast<uintptr_t>(q.data) % 16 == 0 && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(v.data) % 16 == 0);
+  const auto* qp = ptr<const bf16_t>(q);
+  const auto* kp = ptr<const bf16_t>(k);
+  const auto* vp = ptr<const bf16_t>(v);
+  const auto* rp = ptr<const int32_t>(key_ranges);
+  auto* op = ptr<bf16_t>(out);
+  const int H = static_cast<int>(heads), KVH = static_cast<int>(kv_heads), D = static_cast<int>(d);
+  if (d <= 64)
+    launch_dp<64, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+  else if (d <= 80)
+    launch_dp<80, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+  else if (d <= 128)
+    launch_dp<128, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+  else
+    launch_dp<256, 32>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+}
+
+}  // namespace tf::cuda

@@ -1,0 +1,295 @@
+// The tensor-core ops against the CPU reference (linear_tc.cu, attention_tc.cu): bf16 linear and
+// flash attention are held to the CPU op by a stated tolerance, each with planted controls the
+// comparator must catch; their f32 forms still run the CPU's arithmetic and must be bit-identical.
+// Batch invariance (a row alone, chunked, or inside calls of other sizes) is exact on the CUDA
+// backend. Skips where create_backend("cuda") fails. The other ops: cuda_contract_test.cpp.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "cuda_contract_util.h"
+
+using namespace tf;
+using namespace tf::cudatest;
+
+namespace {
+
+constexpr DType kActs[] = {DType::BF16, DType::F32};
+constexpr DType kBF16 = DType::BF16;
+
+// ---- linear ----------------------------------------------------------------------------------
+Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* bias) {
+  auto dx = upload_new(be, x), dw = upload_new(be, w);
+  DeviceBuffer db;
+  if (bias) db = upload_new(be, *bias);
+  auto out = be.alloc(x.dtype(), {x.shape()[0], w.shape()[0]});
+  be.linear(dx, dw, bias ? &db.tensor() : nullptr, out);
+  return fetch(be, out);
+}
+
+// bf16 x and w run on tensor cores (linear_tc.cu): one mma chain per element, accumulated in a
+// different order than the CPU's 8-lane f32 dot. The two f32 sums differ by at most a few f32
+// roundings of the partial sums, i.e. by c·2^-24·Σ_k|x_k w_k| (c grows with the reduction length;
+// 2^-16 covers K up to ~1e4 with a margin), and the final bf16 rounding can then land one bf16 ulp
+// apart. Tolerance per element: |cuda - cpu| <= ulp_bf16(cpu) + 2^-16 (Σ_k |x_k w_k| + |bias|). Where
+// an output cancels (|out| << Σ|x w|) that allows many ulps of the small result; a wrong kernel is
+// off by O(Σ|x w| / sqrt(K)), far outside. f32 activations or weights run the CPU's arithmetic: exact.
+bool tensor_core_linear(DType act, DType wt) { return act == kBF16 && wt == kBF16; }
+
+// The per-element bound above, as a buffer of out's shape (f32).
+std::vector<double> linear_bound(const Buffer& ref, const Buffer& x, const Buffer& w, const Buffer* bias) {
+  const int64_t n = x.shape()[0], in_f = x.shape()[1], out_f = w.shape()[0];
+  std::vector<float> xf(static_cast<size_t>(x.numel())), wf(static_cast<size_t>(w.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) xf[static_cast<size_t>(i)] = std::fabs(load_f32(x.view(), i));
+  for (int64_t i = 0; i < w.numel(); ++i) wf[static_cast<size_t>(i)] = std::fabs(load_f32(w.view(), i));
+  std::vector<double> bound(static_cast<size_t>(n * out_f));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < out_f; ++j) {
+      double s = bias ? std::fabs(load_f32(bias->view(), j)) : 0.0;
+      const float* xr = &xf[static_cast<size_t>(i * in_f)];
+      const float* wr = &wf[static_cast<size_t>(j * in_f)];
+      for (int64_t k = 0; k < in_f; ++k) s += static_cast<double>(xr[k]) * wr[k];
+      const double r = std::fabs(load_f32(ref.view(), i * out_f + j));
+      const double ulp = r > 0 ? std::ldexp(1.0, std::ilogb(r) - 7) : std::ldexp(1.0, -133);
+      bound[static_cast<size_t>(i * out_f + j)] = ulp + std::ldexp(s, -16);
+    }
+  return bound;
+}
+
+::testing::AssertionResult NearLinear(const Buffer& ref, const Buffer& got, const std::vector<double>& bound,
+                                      const std::string& what) {
+  const Diff d = diff(ref, got);
+  double worst = 0;  // largest |diff| / bound
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double e = std::fabs(static_cast<double>(load_f32(ref.view(), i)) - load_f32(got.view(), i));
+    worst = std::max(worst, std::isnan(e) ? INFINITY : e / bound[static_cast<size_t>(i)]);
+  }
+  std::printf("[ contract ] %s: %s; largest |diff| / bound %.3f\n", what.c_str(), d.str().c_str(), worst);
+  if (d.error.empty() && worst <= 1.0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": outside the tolerance (|diff| / bound " << worst << ")";
+}
+
+TEST_F(CudaContract, Linear) {
+  struct Case {
+    int64_t n, in_f, out_f;
+  };
+  const Case cases[] = {{1, 67, 33},   {3, 1000, 257},   {7, 33, 7},       {33, 67, 1000},
+                        {257, 35, 19}, {17, 1024, 3072}, {300, 588, 1024}, {129, 2048, 200}};
+  uint32_t seed = 1;
+  for (const Case& c : cases)
+    for (DType act : kActs)
+      for (DType wt : kActs)
+        for (bool with_bias : {false, true}) {
+          const float sd = 1.0f / std::sqrt(static_cast<float>(c.in_f));
+          Buffer x = randn(act, {c.n, c.in_f}, seed++), w = randn(wt, {c.out_f, c.in_f}, seed++, sd),
+                 b = randn(wt, {c.out_f}, seed++);
+          const Buffer* pb = with_bias ? &b : nullptr;
+          const std::string what = cat("linear ", c.n, "x", c.in_f, "->", c.out_f, " act ", dtype_name(act),
+                                       " w ", dtype_name(wt), with_bias ? " +bias" : "");
+          const Buffer ref = run_linear(cpu(), x, w, pb), got = run_linear(dev(), x, w, pb);
+          if (tensor_core_linear(act, wt))
+            EXPECT_TRUE(NearLinear(ref, got, linear_bound(ref, x, w, pb), what));
+          else
+            EXPECT_TRUE(Exact(ref, got)) << what;
+        }
+}
+
+TEST_F(CudaContract, LinearPlantedControl) {
+  for (DType act : kActs) {
+    SCOPED_TRACE(dtype_name(act));
+    Buffer x = randn(act, {7, 1000}, 11), w = randn(kBF16, {257, 1000}, 12, 0.03f);
+    const Buffer got = run_linear(dev(), x, w, nullptr), ref = run_linear(cpu(), x, w, nullptr);
+    if (tensor_core_linear(act, kBF16)) {
+      const std::vector<double> bound = linear_bound(ref, x, w, nullptr);
+      EXPECT_TRUE(NearLinear(ref, got, bound, "linear control baseline"));
+      const int64_t e = 3 * 257 + 100;  // one output moved by twice its bound
+      EXPECT_FALSE(NearLinear(poke(ref, e, static_cast<float>(2 * bound[e])), got, bound,
+                              "control: out[3][100] + 2 bound"));
+      EXPECT_FALSE(NearLinear(run_linear(cpu(), x, poke(w, 100 * 1000 + 7, 0.25f), nullptr), got, bound,
+                              "control: w[100][7] + 0.25"));
+      continue;
+    }
+    EXPECT_TRUE(Exact(ref, got));
+    auto cpu_run = [&](const Buffer& xx) { return run_linear(cpu(), xx, w, nullptr); };
+    EXPECT_TRUE(Differs(cpu_run(visible_bump(x, 3 * 1000 + 500, 4 * 1000, cpu_run)), got))
+        << "x row 3 + 1 ulp";
+    EXPECT_TRUE(Differs(run_linear(cpu(), x, poke(w, 100 * 1000 + 7, 0.25f), nullptr), got))
+        << "w[100][7] + 0.25";
+  }
+}
+
+// A row computed alone or inside calls of 8, 37 and 256 rows gives the same bits on the CUDA backend
+// (every tile configuration of the tensor-core kernel: <= 16, <= 128 and > 128 rows).
+TEST_F(CudaContract, BatchInvarianceLinear) {
+  struct Case {
+    int64_t in_f, out_f;
+  };
+  for (const Case c : {Case{1024, 3072}, Case{67, 257}, Case{588, 130}})
+    for (DType act : kActs) {
+      SCOPED_TRACE(cat(c.in_f, "->", c.out_f, " ", dtype_name(act)));
+      Buffer x = randn(act, {256, c.in_f}, 21), w = randn(kBF16, {c.out_f, c.in_f}, 22, 0.03f),
+             b = randn(kBF16, {c.out_f}, 23);
+      const Buffer full = run_linear(dev(), x, w, &b), ref = run_linear(cpu(), x, w, &b);
+      if (tensor_core_linear(act, kBF16))
+        EXPECT_TRUE(NearLinear(ref, full, linear_bound(ref, x, w, &b), "linear 256 rows"));
+      else
+        EXPECT_TRUE(Exact(ref, full));
+      for (int64_t r : {0, 1, 18, 36, 200, 255})
+        EXPECT_TRUE(Exact(rows_of(full, r, r + 1), run_linear(dev(), rows_of(x, r, r + 1), w, &b)))
+            << "row " << r;
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{8, 16}, {0, 37}, {100, 137}, {7, 250}})
+        EXPECT_TRUE(Exact(rows_of(full, r0, r1), run_linear(dev(), rows_of(x, r0, r1), w, &b)))
+            << "rows " << r0 << ".." << r1;
+      EXPECT_TRUE(Differs(rows_of(full, 1, 2), run_linear(dev(), rows_of(x, 0, 1), w, &b))) << "control";
+    }
+}
+
+// ---- attention -------------------------------------------------------------------------------
+enum class Keys { kCausal, kAll, kBlocks, kRandom };
+
+// key_ranges[n_q, 2] for the last n_q positions of n_k keys (causal), all keys, a block-diagonal
+// split at n/64, n/5 (vision images), or random non-empty ranges.
+std::vector<int32_t> key_ranges(Keys kind, int64_t n_q, int64_t n_k, uint32_t seed) {
+  std::vector<int32_t> r(static_cast<size_t>(2 * n_q));
+  const int32_t cuts[] = {0, static_cast<int32_t>(n_k / 64 + 1), static_cast<int32_t>(n_k / 5 + 2),
+                          static_cast<int32_t>(n_k)};
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < n_q; ++i) {
+    int32_t b = 0, e = static_cast<int32_t>(n_k);
+    if (kind == Keys::kCausal) e = static_cast<int32_t>(n_k - n_q + i + 1);
+    if (kind == Keys::kBlocks)
+      for (int s = 0; s < 3; ++s)
+        if (i >= cuts[s] && i < cuts[s + 1]) b = cuts[s], e = cuts[s + 1];
+    if (kind == Keys::kRandom) {
+      b = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_k));
+      e = b + 1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(n_k - b));
+      if (i % 5 == 0) b = 0, e = static_cast<int32_t>(n_k);  // some rows see every key
+      if (i % 7 == 3) e = b + 1;                             // and some exactly one
+    }
+    r[2 * i] = b;
+    r[2 * i + 1] = e;
+  }
+  return r;
+}
+
+Buffer run_attention(Backend& be, const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& ranges) {
+  auto dq = upload_new(be, q), dk = upload_new(be, k), dv = upload_new(be, v), dr = upload_new(be, ranges);
+  auto out = be.alloc(q.dtype(), q.shape());
+  be.attention(dq, dk, dv, dr, 1.0f / std::sqrt(static_cast<float>(q.shape()[2])), out);
+  return fetch(be, out);
+}
+
+struct AttnCase {
+  int64_t n_q, n_k, heads, kvh, d;
+  Keys keys;
+  float sd;
+};
+
+struct AttnInputs {
+  Buffer q, k, v, ranges;
+  AttnInputs(const AttnCase& c, DType act, uint32_t seed)
+      : q(randn(act, {c.n_q, c.heads, c.d}, seed, c.sd)),
+        k(randn(act, {c.n_k, c.kvh, c.d}, seed + 1, c.sd)),
+        v(randn(act, {c.n_k, c.kvh, c.d}, seed + 2)),
+        ranges(i32({c.n_q, 2}, key_ranges(c.keys, c.n_q, c.n_k, seed + 3))) {}
+};
+
+// bf16 attention with head_dim % 8 == 0 runs the flash kernel (attention_tc.cu): P is rounded to
+// bf16 relative to the running maximum of its key tile instead of the row's global maximum, so each
+// rnd(p_j) may differ from the CPU's by one bf16 step (2^-8 relative); out = Σ rnd(p_j) v_j / l then
+// moves by at most 2^-8 · max|v| plus its own rounding (2^-8 |out| <= 2^-8 max|v|). Tolerance:
+// |diff| <= max|v| / 128 per element. f32 (and odd head_dim) run the CPU's arithmetic: exact.
+bool flash_attention(DType act, int64_t d) { return act == kBF16 && d % 8 == 0 && d <= 256; }
+double attention_tol(const Buffer& v) {
+  double m = 0;
+  for (int64_t i = 0; i < v.numel(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(load_f32(v.view(), i))));
+  return m / 128;
+}
+
+TEST_F(CudaContract, Attention) {
+  const AttnCase cases[] = {
+      {7, 7, 4, 2, 64, Keys::kCausal, 1},        // prefill, GQA 2
+      {1, 600, 8, 1, 128, Keys::kCausal, 1},     // decode over more than 512 keys, GQA 8
+      {33, 1033, 16, 4, 128, Keys::kCausal, 1},  // chunk continuation on a cache
+      {5, 520, 8, 2, 256, Keys::kCausal, 1},     // head_dim 256 (Qwen3.5)
+      {333, 333, 4, 4, 72, Keys::kBlocks, 1},    // block-diagonal vision attention
+      {300, 300, 2, 2, 64, Keys::kBlocks, 3},    // vision with peaky scores (Pixtral head_dim)
+      {37, 700, 6, 3, 33, Keys::kRandom, 2},     // random ranges, odd head_dim, peaky scores
+      {70, 700, 6, 3, 80, Keys::kRandom, 2},     // random ranges on the flash kernel
+      {3, 1, 2, 1, 7, Keys::kAll, 1},            // a single key
+  };
+  uint32_t seed = 400;
+  for (const AttnCase& c : cases)
+    for (DType act : kActs) {
+      AttnInputs in(c, act, seed += 10);
+      const std::string what = cat("attention q [", c.n_q, ", ", c.heads, ", ", c.d, "] kv [", c.n_k, ", ",
+                                   c.kvh, "] keys ", static_cast<int>(c.keys), " ", dtype_name(act));
+      const Buffer ref = run_attention(cpu(), in.q, in.k, in.v, in.ranges),
+                   got = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+      if (flash_attention(act, c.d))
+        EXPECT_TRUE(NearAbs(ref, got, what, attention_tol(in.v)));
+      else
+        EXPECT_TRUE(Close(ref, got, what));
+    }
+}
+
+TEST_F(CudaContract, AttentionPlantedControl) {
+  const AttnCase c{5, 520, 8, 2, 256, Keys::kCausal, 1};
+  for (DType act : kActs) {
+    SCOPED_TRACE(dtype_name(act));
+    AttnInputs in(c, act, 450);
+    const Buffer got = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+    const Buffer ref = run_attention(cpu(), in.q, in.k, in.v, in.ranges);
+    const int64_t q0 = (2 * 8 + 3) * 256, k0 = (100 * 2 + 1) * 256;  // q[2][3][:], k[100][1][:]
+    if (flash_attention(act, c.d)) {
+      const double tol = attention_tol(in.v);
+      EXPECT_TRUE(NearAbs(ref, got, "attention control baseline", tol));
+      EXPECT_FALSE(
+          NearAbs(poke(ref, q0 + 5, static_cast<float>(3 * tol)), got, "control: out[2][3][5] + 3 tol", tol));
+      Buffer v2 = clone(in.v);  // v[100][1][:] += 200: every row attends key 100
+      for (int64_t i = k0; i < k0 + 256; ++i) store_f32(v2.view(), i, load_f32(v2.view(), i) + 200.0f);
+      EXPECT_FALSE(
+          NearAbs(run_attention(cpu(), in.q, in.k, v2, in.ranges), got, "control: v[100][1] + 200", tol));
+      continue;
+    }
+    EXPECT_TRUE(Close(ref, got, "attention control baseline"));
+    auto run_q = [&](const Buffer& q) { return run_attention(cpu(), q, in.k, in.v, in.ranges); };
+    auto run_k = [&](const Buffer& k) { return run_attention(cpu(), in.q, k, in.v, in.ranges); };
+    EXPECT_TRUE(Differs(run_q(visible_bump(in.q, q0, q0 + 256, run_q)), got)) << "q[2][3] + 1 ulp";
+    EXPECT_TRUE(Differs(run_k(visible_bump(in.k, k0, k0 + 256, run_k)), got)) << "k[100][1] + 1 ulp";
+  }
+}
+
+// Query rows alone, in chunks (prefill split into calls), or inside calls of 37 and 150 rows over a
+// 600-key cache give the same bits on the CUDA backend; so do vision rows next to other images.
+TEST_F(CudaContract, BatchInvarianceAttention) {
+  for (int64_t d : {64, 128, 256})
+    for (DType act : kActs) {
+      SCOPED_TRACE(cat("head_dim ", d, " ", dtype_name(act)));
+      const AttnCase c{150, 600, 16, 4, d, Keys::kCausal, 1};
+      AttnInputs in(c, act, 500);
+      const Buffer full = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+      auto part = [&](int64_t r0, int64_t r1) {
+        return run_attention(dev(), rows_of(in.q, r0, r1), in.k, in.v, rows_of(in.ranges, r0, r1));
+      };
+      for (int64_t r : {0, 1, 18, 36, 64, 149})
+        EXPECT_TRUE(Exact(rows_of(full, r, r + 1), part(r, r + 1))) << "row " << r;
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 37}, {37, 101}, {101, 150}, {5, 13}})
+        EXPECT_TRUE(Exact(rows_of(full, r0, r1), part(r0, r1))) << "rows " << r0 << ".." << r1;
+      EXPECT_TRUE(Differs(rows_of(full, 1, 2),
+                          run_attention(dev(), rows_of(in.q, 0, 1), in.k, in.v, rows_of(in.ranges, 1, 2))))
+          << "control: row 0's query with row 1's range";
+    }
+  for (DType act : kActs) {  // block-diagonal: images of 10, 66 and 257 patches in one call
+    const AttnCase c{333, 333, 4, 4, 64, Keys::kBlocks, 1};
+    AttnInputs in(c, act, 520);
+    const Buffer full = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+    for (int64_t r : {0, 9, 10, 70, 332})
+      EXPECT_TRUE(Exact(rows_of(full, r, r + 1), run_attention(dev(), rows_of(in.q, r, r + 1), in.k, in.v,
+                                                               rows_of(in.ranges, r, r + 1))))
+          << "vision row " << r << " " << dtype_name(act);
+  }
+}
+
+}  // namespace
