@@ -245,7 +245,9 @@ class Backend {
   virtual void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) = 0;
 };
 
-// Creates a backend by name ("cpu"; "cuda" where built). Error if unknown or not built.
+// Creates a backend by name: "cpu"; "cuda" where built; "auto": cuda when this build has it and
+// a GPU can be initialised, else cpu, logging one line with the choice and its reason. Error if
+// unknown, or "cuda" not built or without a usable GPU.
 Expected<std::unique_ptr<Backend>> create_backend(std::string_view name);
 
 // Convenience: allocate and upload host data.

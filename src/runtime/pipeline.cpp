@@ -141,6 +141,10 @@ Expected<Prompt> Pipeline::build_text_prompt(const std::string& text) const {
   return p;
 }
 
+Expected<std::vector<int32_t>> Pipeline::tokenize_text(const std::string& text) const {
+  return tokenizer_->encode(text, /*add_special_tokens=*/false);
+}
+
 Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const GenerateOptions& opts,
                                   const std::function<bool(int32_t)>& on_token) {
   Model& m = p.model();

@@ -151,14 +151,25 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Expected<std::unique_ptr<Backend>> make_cuda_backend() {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)
     return make_error(std::string("the cuda backend found no usable GPU: ") + cudaGetErrorString(e));
   if (n == 0) return make_error("the cuda backend found no GPU (cudaGetDeviceCount = 0)");
   const int device = 0;
-  TF_CUDA_CHECK(cudaSetDevice(device));
+  // A device that is listed but cannot be initialised (busy in exclusive mode, lost, driver
+  // mismatch) is a refusal with its reason, not an abort: `--backend auto` then falls back.
+  e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the context
+  if (e != cudaSuccess)
+    return make_error(std::string("the cuda backend found no usable GPU: device 0 could not be initialised: ") +
+                      cudaGetErrorString(e));
+  if (description) {
+    cudaDeviceProp prop{};
+    std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";
+    *description = "GPU 0 of " + std::to_string(n) + " is usable: " + name;
+  }
   // Freed blocks stay in the default pool instead of going back to the driver at each sync.
   cudaMemPool_t pool;
   TF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
