@@ -54,6 +54,24 @@ Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
 #endif
 }
 
+const char* act_kind_name(ActKind kind) {
+  switch (kind) {
+    case ActKind::kSilu:
+      return "silu";
+    case ActKind::kGelu:
+      return "gelu";
+    case ActKind::kGeluTanh:
+      return "gelu_pytorch_tanh";
+    case ActKind::kGeluNew:
+      return "gelu_new";
+    case ActKind::kQuickGelu:
+      return "quick_gelu";
+    case ActKind::kRelu:
+      return "relu";
+  }
+  return "?";
+}
+
 DeviceBuffer upload_new(Backend& b, const Tensor& host) {
   DeviceBuffer d = b.alloc(host.dtype, host.shape);
   if (host.nbytes()) b.upload(d.tensor(), host.data);

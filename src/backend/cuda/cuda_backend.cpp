@@ -79,12 +79,10 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override {
     cuda::launch_attention(s_, q, k, v, key_ranges, scale, out);
   }
-  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    cuda::launch_silu_mul(s_, gate, up, out);
+  void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) override {
+    cuda::launch_act_mul(s_, gate, up, kind, out);
   }
-  void gelu(const Tensor& x, GeluKind kind, const Tensor& out) override {
-    cuda::launch_gelu(s_, x, kind, out);
-  }
+  void act(const Tensor& x, ActKind kind, const Tensor& out) override { cuda::launch_act(s_, x, kind, out); }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override { cuda::launch_add(s_, a, b, out); }
   void cast(const Tensor& x, const Tensor& out) override { cuda::launch_cast(s_, x, out); }
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {

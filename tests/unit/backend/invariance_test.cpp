@@ -79,7 +79,7 @@ TEST(OpInvariance, NormAndElementwiseRows) {
     auto out = be.alloc(DType::BF16, {r1 - r0, 300});
     be.rms_norm(dx, dw, 1e-6f, RmsNormKind::kWeight, out);
     auto o2 = be.alloc(DType::BF16, {r1 - r0, 300});
-    be.silu_mul(out, dx, o2);
+    be.act_mul(out, dx, ActKind::kSilu, o2);
     return download_new(be, o2);
   };
   Buffer full = run_norm(*b2, 0, 7);
