@@ -9,7 +9,7 @@
 //   exactly where the HF module materialises a bf16 tensor.
 // - Arithmetic is f32 (PyTorch's "opmath" for bf16 elementwise kernels). Reductions accumulate in
 //   f32 in a FIXED order per output element that depends only on the reduced length, never on the
-//   number of rows in the call, chunking or the thread count (DESIGN invariant 2). A row computed
+//   number of rows in the call, chunking or the thread count (docs/design.md, invariant 2). A row computed
 //   alone or inside a batch of any size gives identical bits.
 // - Tensors passed to ops are device-resident (allocated by, or imported into, the same Backend).
 //   `out` may alias an input only where the op says so.

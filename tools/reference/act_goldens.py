@@ -5,7 +5,7 @@
   tests/golden/model/<variant>/ (greedy ids and a reduced stage set). Only the golden is committed; the
   checkpoint is the base directory plus the override recorded in the golden's meta.json
   (`base_checkpoint`, `config_overrides`), rebuilt by `materialise` here and by the C++ tests.
-* Probe: tests/golden/acts/acts.safetensors, ACT2FN[act](x) and ACT2FN[act](x) * up on bf16 tensors on the
+* Probe: acts.safetensors in tests/golden/acts/, ACT2FN[act](x) and ACT2FN[act](x) * up on bf16 tensors on the
   CPU, for every admitted activation, over every bf16 value with 2^-8 <= |x| < 16 plus edge values; the
   backend's act / act_mul ops are compared with it element by element.
 """

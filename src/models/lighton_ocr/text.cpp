@@ -1,6 +1,6 @@
 // Qwen3 decoder over one sequence's rows with its KV cache, and the (tied) lm_head.
 // HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
-// Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; research/lighton_ocr.md §6.
+// Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; docs/lighton_ocr.md §6.
 #include <cmath>
 
 #include "models/layers/decoder.h"

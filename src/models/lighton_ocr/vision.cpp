@@ -1,7 +1,7 @@
 // Pixtral vision tower and the LightOnOCR/Mistral3 projector.
 // HF: models/pixtral/modeling_pixtral.py (PixtralVisionModel, PixtralAttention, PixtralMLP,
 // PixtralRotaryEmbedding, generate_block_attention_mask) and models/lighton_ocr/modeling_lighton_ocr.py
-// (LightOnOcrMultiModalProjector, LightOnOcrPatchMerger); research/lighton_ocr.md §4-5.
+// (LightOnOcrMultiModalProjector, LightOnOcrPatchMerger); docs/lighton_ocr.md §1-5.
 #include <cmath>
 
 #include "models/layers/decoder.h"

@@ -1,7 +1,7 @@
 // act / act_mul (backend/ops.h, ActKind): the CPU op against the formula written out here with
 // ActKind's rounding points, bit for bit, with planted controls (a rounding point left out must be
 // seen); then against Transformers' ACT2FN itself where the oracle's probe is present
-// (tests/golden/acts/acts.safetensors, tools/reference/act_goldens.py).
+// (acts.safetensors in tests/golden/acts/, made by tools/reference/act_goldens.py).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

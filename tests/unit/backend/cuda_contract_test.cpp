@@ -377,9 +377,10 @@ TEST_F(CudaContract, Elementwise) {
           }
         }
       // Planted control: gelu_new's per-op roundings against gelu_pytorch_tanh's single one.
-      if (act == DType::BF16 && a.numel() > 1000)
+      if (act == DType::BF16 && a.numel() > 1000) {
         EXPECT_TRUE(Differs(run_ew(cpu(), Ew::kAct, ActKind::kGeluTanh, a, b, false),
                             run_ew(dev(), Ew::kAct, ActKind::kGeluNew, a, b, false)));
+      }
     }
 }
 

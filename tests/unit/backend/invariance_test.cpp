@@ -1,4 +1,4 @@
-// DESIGN invariant 2: a row's bits do not depend on the batch it is in, on chunking, or on the
+// docs/design.md, invariant 2: a row's bits do not depend on the batch it is in, on chunking, or on the
 // number of threads. Each check has a planted control: a perturbed input must change the bits.
 #include "op_test_util.h"
 
