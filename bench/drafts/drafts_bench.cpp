@@ -35,7 +35,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fputs(
-        "usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend auto|cpu|cuda] [--k K] [--repeat "
+        "usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend auto|cpu|cuda] [--k K] "
+        "[--repeat "
         "R]\n"
         "                    [--temperature T] [--seed S] [--eos]\n",
         stderr);

@@ -44,7 +44,8 @@ Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   }
 #ifdef TF_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend();
-  return make_error("unknown backend '" + std::string(name) + "' (auto, cpu or cuda; this build has: cpu, cuda)");
+  return make_error("unknown backend '" + std::string(name) +
+                    "' (auto, cpu or cuda; this build has: cpu, cuda)");
 #else
   if (name == "cuda")
     return make_error(

@@ -50,10 +50,12 @@ void launch_kind(cudaStream_t s, const Tensor& gate, const Tensor* up, const Ten
     const T* u = up ? ptr<const T>(*up) : nullptr;
     T* o = ptr<T>(out);
     if (u) {
-      launch_elementwise(s, gate.numel(),
-                         [=] __device__(int64_t i) { o[i] = from_f<T>(act_one<K, T>(to_f(g[i])) * to_f(u[i])); });
+      launch_elementwise(s, gate.numel(), [=] __device__(int64_t i) {
+        o[i] = from_f<T>(act_one<K, T>(to_f(g[i])) * to_f(u[i]));
+      });
     } else {
-      launch_elementwise(s, gate.numel(), [=] __device__(int64_t i) { o[i] = from_f<T>(act_one<K, T>(to_f(g[i]))); });
+      launch_elementwise(s, gate.numel(),
+                         [=] __device__(int64_t i) { o[i] = from_f<T>(act_one<K, T>(to_f(g[i]))); });
     }
   });
 }

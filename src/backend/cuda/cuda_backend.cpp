@@ -161,8 +161,9 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description) {
   e = cudaSetDevice(device);
   if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the context
   if (e != cudaSuccess)
-    return make_error(std::string("the cuda backend found no usable GPU: device 0 could not be initialised: ") +
-                      cudaGetErrorString(e));
+    return make_error(
+        std::string("the cuda backend found no usable GPU: device 0 could not be initialised: ") +
+        cudaGetErrorString(e));
   if (description) {
     cudaDeviceProp prop{};
     std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";

@@ -13,8 +13,8 @@ namespace tf {
 inline constexpr const char* kAdmittedActs = "silu, gelu, gelu_pytorch_tanh, gelu_new, quick_gelu, relu";
 
 inline std::optional<ActKind> act_kind_from_hf(std::string_view name) {
-  for (ActKind k : {ActKind::kSilu, ActKind::kGelu, ActKind::kGeluTanh, ActKind::kGeluNew, ActKind::kQuickGelu,
-                    ActKind::kRelu})
+  for (ActKind k : {ActKind::kSilu, ActKind::kGelu, ActKind::kGeluTanh, ActKind::kGeluNew,
+                    ActKind::kQuickGelu, ActKind::kRelu})
     if (name == act_kind_name(k)) return k;
   return std::nullopt;
 }

@@ -44,7 +44,8 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   TF_ASSIGN(out.hidden_act, v.get_string("hidden_act", "gelu"));
   auto kind = act_kind_from_hf(out.hidden_act);
   if (!kind)
-    return v.error("hidden_act", "is '" + out.hidden_act + "'; the gated Pixtral MLP here supports " + kAdmittedActs);
+    return v.error("hidden_act",
+                   "is '" + out.hidden_act + "'; the gated Pixtral MLP here supports " + kAdmittedActs);
   out.act = *kind;
   if (out.hidden_size % out.num_attention_heads != 0)
     return v.error("hidden_size", "must be a multiple of num_attention_heads");

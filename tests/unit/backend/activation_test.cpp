@@ -31,7 +31,8 @@ float formula(ActKind k, float x, DType dt) {
     case ActKind::kGeluTanh:
       return r(0.5f * x * (1.0f + std::tanh(beta * (x + 0.044715f * x * x * x))), dt);
     case ActKind::kGeluNew: {
-      const float c = r(r(x * x, dt) * x, dt), d = r(0.044715f * c, dt), e = r(x + d, dt), f = r(beta * e, dt);
+      const float c = r(r(x * x, dt) * x, dt), d = r(0.044715f * c, dt), e = r(x + d, dt),
+                  f = r(beta * e, dt);
       const float t = r(std::tanh(f), dt), h = r(1.0f + t, dt);
       return r(r(0.5f * x, dt) * h, dt);
     }
@@ -86,7 +87,8 @@ TEST(OpActivation, EveryKindIsItsFormulaBitForBit) {
       const float edges[] = {0.0f, -0.0f, 10.0f, -10.0f, 30.0f, -30.0f, 88.7f, -88.7f, 1e-20f, -1e-20f};
       for (int64_t i = 0; i < std::min<int64_t>(n, std::size(edges)); ++i) store_f32(x.view(), i, edges[i]);
       for (ActKind k : kKinds) {
-        SCOPED_TRACE(std::string(act_kind_name(k)) + " " + std::string(dtype_name(dt)) + " n=" + std::to_string(n));
+        SCOPED_TRACE(std::string(act_kind_name(k)) + " " + std::string(dtype_name(dt)) +
+                     " n=" + std::to_string(n));
         std::vector<float> want(n), want_mul(n), ctl(n), ctl_mul_one(n);
         for (int64_t i = 0; i < n; ++i) {
           const float xi = load_f32(x.view(), i), ui = load_f32(up.view(), i);
@@ -102,8 +104,9 @@ TEST(OpActivation, EveryKindIsItsFormulaBitForBit) {
         }
         if (n == 5000 && dt == DType::BF16) {  // the comparison sees a rounding point left out
           EXPECT_GT(count_bits_differ(ctl, want), 0) << "planted control (act) not caught";
-          if (k != ActKind::kRelu)
+          if (k != ActKind::kRelu) {
             EXPECT_GT(count_bits_differ(ctl_mul_one, want_mul), 0) << "planted control (act_mul) not caught";
+          }
         }
       }
     }
@@ -116,7 +119,9 @@ TEST(OpActivation, MatchesFloat64Math) {
       [](double x) { return x / (1 + std::exp(-x)); },
       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); },
       [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); },
-      nullptr, nullptr, [](double x) { return std::max(x, 0.0); }};
+      nullptr,
+      nullptr,
+      [](double x) { return std::max(x, 0.0); }};
   for (DType dt : {DType::BF16, DType::F32}) {
     Buffer x = randn(dt, {4096}, 73, 1.0f);
     for (int64_t i = 0; i < x.numel(); ++i)  // [-3, 3]: further out 1 + erf/tanh cancels in f32
@@ -136,7 +141,8 @@ TEST(OpActivation, MatchesFloat64Math) {
 // round differently: at most 1 bf16 ulp, in at most 0.5 % of the elements.
 TEST(OpActivation, MatchesTransformersAct2fn) {
   const std::string path = std::string(TF_SOURCE_DIR) + "/tests/golden/acts/acts.safetensors";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no oracle probe at " << path << " (tools/reference/act_goldens.py)";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << "no oracle probe at " << path << " (tools/reference/act_goldens.py)";
   auto wm = WeightMap::open_files({path});
   ASSERT_TRUE(wm.ok()) << wm.error().message;
   auto host = [&](const std::string& name) {
@@ -156,7 +162,8 @@ TEST(OpActivation, MatchesTransformersAct2fn) {
       const std::vector<float> got = run(*be, k, x, gated ? &up : nullptr, false);
       int64_t differ = 0, worst = 0;
       for (size_t i = 0; i < hf.size(); ++i) {
-        const int64_t a = static_cast<int16_t>(f32_to_bf16(got[i])), b = static_cast<int16_t>(f32_to_bf16(hf[i]));
+        const int64_t a = static_cast<int16_t>(f32_to_bf16(got[i])),
+                      b = static_cast<int16_t>(f32_to_bf16(hf[i]));
         if (a == b) continue;
         ++differ;
         worst = std::max(worst, std::abs(a - b));
@@ -165,11 +172,14 @@ TEST(OpActivation, MatchesTransformersAct2fn) {
                   static_cast<long long>(differ), hf.size(), static_cast<long long>(worst));
       EXPECT_LE(worst, 1) << name;
       EXPECT_LE(differ * 200, static_cast<int64_t>(hf.size())) << name;
-      if (k == ActKind::kRelu) EXPECT_EQ(differ, 0) << name;
+      if (k == ActKind::kRelu) {
+        EXPECT_EQ(differ, 0) << name;
+      }
       // Planted control: gelu_new with gelu_pytorch_tanh's single rounding is told apart from HF.
       if (k == ActKind::kGeluNew && !gated) {
         const std::vector<float> other = run(*be, ActKind::kGeluTanh, x, nullptr, false);
-        EXPECT_GT(count_bits_differ(other, hf) * 200, static_cast<int64_t>(hf.size())) << "control not caught";
+        EXPECT_GT(count_bits_differ(other, hf) * 200, static_cast<int64_t>(hf.size()))
+            << "control not caught";
       }
     }
   }

@@ -84,8 +84,8 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     ASSERT_EQ(got.size(), ref.size()) << name << " HF shape " << shape_str(ti->shape);
     if (conv) lighton_ocr::mask_patch_conv_padding(ref, ti->shape, patch_grids(cs->images, patch));
     const Metric m = metric(got, ref);
-    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name.c_str(), case_name.c_str(), name.c_str(), m.rel,
-                m.cos);
+    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name.c_str(), case_name.c_str(), name.c_str(),
+                m.rel, m.cos);
     if (ck.fp32) {
       EXPECT_TRUE(fp32_stage_ok(m.rel, nf, name)) << name << " rel " << m.rel;
     } else {
@@ -183,7 +183,8 @@ TEST_P(LightonGolden, StagesAndGreedyMatchTransformers) { run_case(GetParam().fi
 
 std::vector<std::pair<Ckpt, std::string>> all_cases() {
   std::vector<std::pair<Ckpt, std::string>> out;
-  std::vector<Ckpt> ckpts = {{"lighton_ocr-tiny-fp32", true}, {"lighton_ocr-tiny-bf16", false},
+  std::vector<Ckpt> ckpts = {{"lighton_ocr-tiny-fp32", true},
+                             {"lighton_ocr-tiny-bf16", false},
                              {"mistral3-tiny-bf16-untied", false}};
   // hidden_act variants of a lighton/mistral3 checkpoint (tools/reference/act_goldens.py), when present
   std::vector<std::string> variants;

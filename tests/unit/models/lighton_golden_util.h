@@ -4,13 +4,13 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "../test_backend.h"
@@ -43,7 +43,8 @@ inline std::string checkpoint_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(base))
-    if (e.path().filename() != "config.json") fs::create_symlink(fs::absolute(e.path()), dir / e.path().filename());
+    if (e.path().filename() != "config.json")
+      fs::create_symlink(fs::absolute(e.path()), dir / e.path().filename());
   nlohmann::json cfg = read_json((base / "config.json").string());
   cfg.merge_patch(meta["config_overrides"]);
   std::ofstream(dir / "config.json") << cfg.dump(1);

@@ -1,8 +1,8 @@
 // The engine on a tiny oracle checkpoint: a request's ids do not depend on what runs beside it,
 // seeds decide sampled ids, and bad requests get a 400 and change nothing else.
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 

@@ -245,7 +245,8 @@ TEST(Http, UnknownModelIs404OnEveryRoute) {
   const std::string msg = "model 'gpt-4o' is not served here; this server serves 'tiny'";
   const std::vector<std::pair<std::string, std::string>> routes = {
       {"/v1/chat/completions", R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
-      {"/v1/chat/completions", R"({"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]})"},
+      {"/v1/chat/completions",
+       R"({"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]})"},
       {"/v1/completions", R"({"model":"gpt-4o","prompt":"x"})"},
       {"/v1/tokenize", R"({"model":"gpt-4o","prompt":"x"})"},
       {"/v1/tokenize", R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
@@ -255,7 +256,9 @@ TEST(Http, UnknownModelIs404OnEveryRoute) {
     SCOPED_TRACE(path + " " + body);
     auto r = s.post(path, body);
     expect_error(r, 404, msg, "model", "model_not_found");
-    if (r) EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+    if (r) {
+      EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+    }
   }
 }
 
