@@ -2,7 +2,7 @@
 // (prompt lookup) and MTP drafts where the checkpoint has MTP layers, on any backend. Prints a
 // markdown table; every drafted run's ids are checked against the plain run's (they must be equal).
 //
-// usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend cpu|cuda] [--k K]
+// usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend auto|cpu|cuda] [--k K]
 //                     [--repeat R] [--temperature T] [--seed S] [--eos]
 //   IMAGE "-" sends a text-only prompt. Decode tok/s = (tokens - 1) / decode seconds (the first
 //   token comes from the prefill), best of R runs (default 2). Eos is ignored unless --eos.
@@ -35,7 +35,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fputs(
-        "usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend cpu|cuda] [--k K] [--repeat "
+        "usage: drafts_bench CKPT IMAGE|- NEW_TOKENS [--prompt TEXT] [--backend auto|cpu|cuda] [--k K] "
+        "[--repeat "
         "R]\n"
         "                    [--temperature T] [--seed S] [--eos]\n",
         stderr);
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   }
   const std::string ckpt = argv[1], image = argv[2];
   const int64_t n_new = std::atoll(argv[3]);
-  std::string prompt_text, backend = "cpu";
+  std::string prompt_text, backend = "auto";
   int k = 4, repeat = 2;
   SamplingParams sp;
   bool eos = false;
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
   std::printf("checkpoint %s, %s, prompt %zu tokens, %lld new tokens, k %d, %s, backend %s, best of %d\n\n",
               ckpt.c_str(), image == "-" ? "text only" : image.c_str(), prompt->ids.size(),
               static_cast<long long>(n_new), k, sp.temperature > 0 ? "seeded sampling" : "greedy",
-              backend.c_str(), repeat);
+              std::string(p.backend().name()).c_str(), repeat);
   std::printf(
       "| drafts | tokens | decode steps | proposed | accepted | accepted/proposed | decode tok/s | vs plain "
       "| ids |\n");

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   auto make = [&](double cache_mb) {
     EngineOptions o;
     o.checkpoint = ckpt;
-    o.backend = argc > 4 ? argv[4] : "cpu";
+    o.backend = argc > 4 ? argv[4] : "auto";
     o.parallel = 1;
     o.cache_mb = cache_mb;
     auto e = Engine::create(o);

@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
+#include "base/log.h"
 #ifdef TF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -26,16 +27,50 @@ void DeviceBuffer::reset() {
 
 Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
+  if (name == "auto") {
+    // The GPU when there is a usable one (as vLLM and llama.cpp do), else the CPU; one line says why.
+#ifdef TF_HAVE_CUDA
+    std::string device;
+    auto cuda = make_cuda_backend(&device);
+    if (cuda.ok()) {
+      log_info("backend: cuda (auto: " + device + ")");
+      return cuda;
+    }
+    log_info("backend: cpu (auto: " + cuda.error().message + ")");
+#else
+    log_info("backend: cpu (auto: this build has no cuda backend)");
+#endif
+    return make_cpu_backend();
+  }
 #ifdef TF_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend();
-  return make_error("unknown backend '" + std::string(name) + "' (this build has: cpu, cuda)");
+  return make_error("unknown backend '" + std::string(name) +
+                    "' (auto, cpu or cuda; this build has: cpu, cuda)");
 #else
   if (name == "cuda")
     return make_error(
         "this build has no cuda backend: configure where nvcc is installed (TF_CUDA=AUTO) or with "
         "-DTF_CUDA=ON");
-  return make_error("unknown backend '" + std::string(name) + "' (this build has: cpu)");
+  return make_error("unknown backend '" + std::string(name) + "' (auto, cpu or cuda; this build has: cpu)");
 #endif
+}
+
+const char* act_kind_name(ActKind kind) {
+  switch (kind) {
+    case ActKind::kSilu:
+      return "silu";
+    case ActKind::kGelu:
+      return "gelu";
+    case ActKind::kGeluTanh:
+      return "gelu_pytorch_tanh";
+    case ActKind::kGeluNew:
+      return "gelu_new";
+    case ActKind::kQuickGelu:
+      return "quick_gelu";
+    case ActKind::kRelu:
+      return "relu";
+  }
+  return "?";
 }
 
 DeviceBuffer upload_new(Backend& b, const Tensor& host) {

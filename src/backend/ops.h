@@ -9,7 +9,7 @@
 //   exactly where the HF module materialises a bf16 tensor.
 // - Arithmetic is f32 (PyTorch's "opmath" for bf16 elementwise kernels). Reductions accumulate in
 //   f32 in a FIXED order per output element that depends only on the reduced length, never on the
-//   number of rows in the call, chunking or the thread count (DESIGN invariant 2). A row computed
+//   number of rows in the call, chunking or the thread count (docs/design.md, invariant 2). A row computed
 //   alone or inside a batch of any size gives identical bits.
 // - Tensors passed to ops are device-resident (allocated by, or imported into, the same Backend).
 //   `out` may alias an input only where the op says so.
@@ -60,7 +60,22 @@ enum class RmsNormKind {
   kOnePlusWeight,
 };
 
-enum class GeluKind { kErf, kTanh };
+// The activations of Transformers' ACT2FN that the supported families name in hidden_act, as HF
+// computes them on an act-dtype tensor: each torch op runs in f32 ("opmath") and rounds its own
+// output to act; Python float constants stay f32 (PyTorch keeps a scalar operand's original value).
+// a(x) is act_fn(x) as HF materialises it:
+enum class ActKind {
+  kSilu,       // "silu" (F.silu, one op): a = rnd(x / (1 + expf(-x)))
+  kGelu,       // "gelu" (F.gelu, one op): a = rnd(x*0.5*(1 + erff(x*(1/√2))))
+  kGeluTanh,   // "gelu_pytorch_tanh" (F.gelu approximate="tanh", one op):
+               //   a = rnd(0.5*x*(1 + tanhf(√(2/π)*(x + 0.044715*x*x*x))))
+  kGeluNew,    // "gelu_new" (NewGELUActivation: the same formula as seven torch ops, each rounded):
+               //   c = rnd(rnd(x*x)*x) (pow(x, 3) = x*x*x in act); d = rnd(0.044715*c); e = rnd(x + d);
+               //   f = rnd(√(2/π)*e); t = rnd(tanhf(f)); h = rnd(1 + t); a = rnd(rnd(0.5*x)*h)
+  kQuickGelu,  // "quick_gelu" (QuickGELUActivation, x * sigmoid(1.702x), three ops):
+               //   a = rnd(x * rnd(1 / (1 + expf(-rnd(1.702*x)))))
+  kRelu,       // "relu": a = max(x, 0), exact (NaN stays NaN, -0 stays -0)
+};
 
 class Backend {
  public:
@@ -130,13 +145,14 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
                          float scale, const Tensor& out) = 0;
 
-  // silu_mul: out = rnd(rnd(silu(gate)) * up) with silu(g) = g / (1 + expf(-g)) in f32.
-  // gate, up, out [n, d] act (act_fn(gate_proj(x)) * up_proj(x) in HF: two roundings).
-  virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+  // act_mul: the gated MLP's act_fn(gate_proj(x)) * up_proj(x): out = rnd(a(gate) * up), a(gate)
+  // as ActKind states (materialised in act, then the product rounded: two roundings for kSilu).
+  // gate, up, out [n, d] act (any shape, same numel). out may alias gate.
+  virtual void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) = 0;
 
-  // gelu: out = rnd(gelu(x)) in f32. kErf: x*0.5*(1+erf(x/√2)) (nn.GELU(), ACT2FN["gelu"]);
-  // kTanh: 0.5*x*(1+tanh(√(2/π)(x+0.044715x³))) (gelu_pytorch_tanh). out may alias x.
-  virtual void gelu(const Tensor& x, GeluKind kind, const Tensor& out) = 0;
+  // act: out = a(x) as ActKind states (an ungated MLP's act_fn; the projector's GELU). Any shape,
+  // act dtype. out may alias x.
+  virtual void act(const Tensor& x, ActKind kind, const Tensor& out) = 0;
 
   // add: out = rnd(a + b), same shape, act (the bf16 residual stream). out may alias a or b.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
@@ -245,8 +261,13 @@ class Backend {
   virtual void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) = 0;
 };
 
-// Creates a backend by name ("cpu"; "cuda" where built). Error if unknown or not built.
+// Creates a backend by name: "cpu"; "cuda" where built; "auto": cuda when this build has it and
+// a GPU can be initialised, else cpu, logging one line with the choice and its reason. Error if
+// unknown, or "cuda" not built or without a usable GPU.
 Expected<std::unique_ptr<Backend>> create_backend(std::string_view name);
+
+// "silu", "gelu", ... (the ACT2FN key of each kind).
+const char* act_kind_name(ActKind kind);
 
 // Convenience: allocate and upload host data.
 DeviceBuffer upload_new(Backend& b, const Tensor& host);

@@ -12,12 +12,12 @@ namespace tf::cli {
 int inspect_main(int argc, char** argv) {
   auto parsed = parse_args(argc, argv, 2, {"--backend"}, {"--json", "--help"});
   if (!parsed.ok() || parsed->positional.size() != 1 || parsed->has("--help")) {
-    std::fputs("usage: tensorfold inspect CKPT [--json] [--backend cpu|cuda]\n",
+    std::fputs("usage: tensorfold inspect CKPT [--json] [--backend auto|cpu|cuda]\n",
                parsed.ok() && parsed->has("--help") ? stdout : stderr);
     return parsed.ok() && parsed->has("--help") ? 0 : 2;
   }
   PipelineOptions po;
-  po.backend = parsed->get("--backend").value_or("cpu");
+  po.backend = parsed->get("--backend").value_or("auto");
   auto pipe = Pipeline::load(parsed->positional[0], po);
   if (!pipe.ok()) {
     std::fprintf(stderr, "tensorfold inspect: refused: %s\n", pipe.error().message.c_str());

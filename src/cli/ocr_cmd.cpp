@@ -22,7 +22,7 @@ const char* kHelp =
     "  --seed S             seed of the counter-based sampler (default 0)\n"
     "  --ignore-eos         keep generating past end-of-sequence tokens\n"
     "  --no-thinking        chat_template_kwargs {\"enable_thinking\": false}\n"
-    "  --backend cpu|cuda   (default cpu)\n"
+    "  --backend auto|cpu|cuda  (default auto: cuda when built and a GPU is usable, else cpu)\n"
     "  --drafts auto|copy|mtp|off  draft decoding source; output is the same (default auto: mtp\n"
     "                       where the checkpoint has MTP layers, else copy = prompt lookup)\n"
     "  --no-drafts          same as --drafts off\n"
@@ -54,7 +54,7 @@ int ocr_main(int argc, char** argv) {
     return 2;
   }
   PipelineOptions po;
-  po.backend = a.get("--backend").value_or("cpu");
+  po.backend = a.get("--backend").value_or("auto");
   auto pipe = Pipeline::load(a.positional[0], po);
   if (!pipe.ok()) return fail(pipe.error().message);
   Pipeline& p = **pipe;

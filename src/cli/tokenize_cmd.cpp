@@ -15,7 +15,9 @@ namespace {
 
 const char* kHelp =
     "usage: tensorfold tokenize CKPT (--text STR | --messages FILE.json) [options]\n"
-    "  --text STR                  encode STR as is (special tokens recognised, no template)\n"
+    "  --text STR                  encode STR as the tokenizer does (special tokens recognised, no "
+    "template,\n"
+    "                              image placeholders kept as single ids)\n"
     "  --messages FILE.json        OpenAI-style messages array, rendered with the checkpoint's chat "
     "template;\n"
     "                              image parts (image_url with a data: URL or a file path, or {\"type\": "
@@ -87,7 +89,10 @@ int tokenize_main(int argc, char** argv) {
   Pipeline& p = **pipe;
   Expected<Prompt> prompt = make_error("");
   if (auto text = a.get("--text")) {
-    prompt = p.build_text_prompt(*text);
+    // As the tokenizer encodes it: placeholders stay single ids (no images to expand them with).
+    auto ids = p.tokenize_text(*text);
+    if (!ids.ok()) return fail(ids.error().message);
+    prompt = Prompt{*text, std::move(ids).value(), {}};
   } else {
     std::string file = *a.get("--messages");
     auto body = read_file(file);

@@ -159,6 +159,8 @@ Expected<Prompt> Engine::build_prompt(const GenerationRequest& r) const {
 }
 
 Expected<std::vector<int32_t>> Engine::tokenize(const GenerationRequest& request) {
+  // Raw text is tokenized as the tokenizer does; only chat messages expand image placeholders.
+  if (request.prompt_text && !request.prompt_ids) return pipe_->tokenize_text(*request.prompt_text);
   TF_ASSIGN(Prompt p, build_prompt(request));
   return p.ids;
 }

@@ -2,7 +2,7 @@
 // per-request channel. Continuous batching over up to `parallel` sequences: every step gives each
 // active sequence one unit of work (vision encode, one prefill chunk, or one decode token), so new
 // requests start while others decode. A sequence's numbers never depend on what else is active
-// (each forward is computed for its own rows; DESIGN invariant 2).
+// (each forward is computed for its own rows; docs/design.md, invariant 2).
 #pragma once
 #include <atomic>
 #include <condition_variable>

@@ -1,5 +1,5 @@
 // What the server (and the CLI) see of the engine: requests in, events out. The server never
-// includes models/ or backend/; it only knows these types (DESIGN: server -> runtime only).
+// includes models/ or backend/; it only knows these types (docs/design.md: server -> runtime only).
 #pragma once
 #include <atomic>
 #include <condition_variable>

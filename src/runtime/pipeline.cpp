@@ -141,6 +141,10 @@ Expected<Prompt> Pipeline::build_text_prompt(const std::string& text) const {
   return p;
 }
 
+Expected<std::vector<int32_t>> Pipeline::tokenize_text(const std::string& text) const {
+  return tokenizer_->encode(text, /*add_special_tokens=*/false);
+}
+
 Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const GenerateOptions& opts,
                                   const std::function<bool(int32_t)>& on_token) {
   Model& m = p.model();
@@ -169,7 +173,7 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   }
   r.drafts = draft_mode_name(mode);
   // Chunk boundaries on multiples of 64 from position 0 keep Qwen3.5's delta-rule chunks where a
-  // single full pass puts them (DESIGN: chunking never changes a row's numbers).
+  // single full pass puts them (docs/design.md, invariant 2: chunking never changes a row's numbers).
   const int64_t chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
   // Prefill in chunks; rows of an image may span chunks, so hand each chunk its slice of rows.
   int64_t image_rows_done = 0;

@@ -60,8 +60,13 @@ class Pipeline {
                                      const std::vector<std::vector<uint8_t>>& images,
                                      const ChatTemplateOptions& opts, const ImageLimits& limits = {},
                                      const std::atomic<bool>* cancelled = nullptr) const;
-  // Raw text, special tokens recognised, no template.
+  // Raw text, special tokens recognised, no template, for generation: a placeholder token in it
+  // is refused (a text prompt carries no images to fill it).
   Expected<Prompt> build_text_prompt(const std::string& text) const;
+  // Raw text as the tokenizer encodes it (Transformers' tokenizer(text, add_special_tokens=False)):
+  // special tokens recognised, placeholders kept as single ids, never expanded or refused. What
+  // `tokenize --text` and /v1/tokenize with a `prompt` return.
+  Expected<std::vector<int32_t>> tokenize_text(const std::string& text) const;
   // Decoded images -> processed images (decode errors name the image). Stops with an error before the
   // next image once *cancelled is set (a client that left during image decoding).
   Expected<std::vector<ProcessedImage>> process_images(const std::vector<std::vector<uint8_t>>& images,

@@ -1,6 +1,6 @@
 // Counter-based RNG (Philox-4x32-10). A draw is a pure function of (seed, output position, draw
 // index): the same seed gives the same draws wherever and whenever a request runs (batch, slot,
-// drafts, resumption do not matter) — DESIGN invariant 2.
+// drafts, resumption do not matter) — docs/design.md, invariant 2.
 #pragma once
 #include <array>
 #include <cstdint>

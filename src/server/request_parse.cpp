@@ -53,9 +53,13 @@ Err parse_model(const json& j, const ParseContext& ctx) {
   std::string m = j["model"].get<std::string>();
   if (std::find(ctx.accepted_models.begin(), ctx.accepted_models.end(), m) != ctx.accepted_models.end())
     return std::nullopt;
-  return bad_request(
+  // OpenAI and vLLM answer an unknown model with 404 model_not_found (type invalid_request_error).
+  ApiError e = bad_request(
       "model '" + user_text(m) + "' is not served here; this server serves '" + ctx.served_name + "'",
       "model", "model_not_found");
+  e.status = 404;
+  e.type = "invalid_request_error";
+  return e;
 }
 
 const char* kPartsMessage = "content parts must be text or image_url; audio and video inputs are unsupported";

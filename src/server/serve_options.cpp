@@ -43,7 +43,8 @@ struct FlagSpec {
 
 // One table drives both parsing and --help, so every flag is listed with its default.
 const FlagSpec kFlags[] = {
-    {"--backend", "cpu|cuda", "compute backend (default: cpu)"},
+    {"--backend", "auto|cpu|cuda",
+     "compute backend; auto = cuda when built and a GPU is usable, else cpu (default: auto)"},
     {"--vision", nullptr, "load the vision encoder and accept image inputs (default: off)"},
     {"--context", "N", "context length in tokens; 0 = the model's max_position_embeddings (default: 0)"},
     {"--parallel", "N", "sequences decoded together (continuous batching) (default: 4)"},
@@ -75,7 +76,8 @@ const FlagSpec* find_flag(const std::string& name) {
 Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
   ServeOptions& o = out.options;
   if (flag == "--backend") {
-    if (v != "cpu" && v != "cuda") return make_error("--backend must be cpu or cuda, got '" + v + "'");
+    if (v != "auto" && v != "cpu" && v != "cuda")
+      return make_error("--backend must be auto, cpu or cuda, got '" + v + "'");
     o.backend = v;
   } else if (flag == "--context") {
     TF_ASSIGN(o.context, parse_int(flag, v, 0, int64_t{1} << 24));

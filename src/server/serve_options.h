@@ -12,7 +12,7 @@ namespace tf {
 
 struct ServeOptions {
   std::string checkpoint;  // CKPT: a checkpoint directory or an HF cache snapshot id
-  std::string backend = "cpu";
+  std::string backend = "auto";
   bool vision = false;
   int64_t context = 0;  // 0: the model's max_position_embeddings
   int parallel = 4;

@@ -205,14 +205,31 @@ try {
     }
   });
 
-  await check('400: unknown model', async () => {
+  await check('404: unknown model (model_not_found, like OpenAI)', async () => {
     try {
       await client.chat.completions.create({ model: 'no-such-model', messages: textMessages });
-      throw new Error('expected a 400');
+      throw new Error('expected a 404');
     } catch (e) {
-      eq(e.status, 400, 'status');
+      assert(e instanceof OpenAI.NotFoundError, `got ${e}`);
+      eq(e.status, 404, 'status');
+      eq(e.type, 'invalid_request_error', 'type');
       eq(e.error?.message, `model 'no-such-model' is not served here; this server serves '${model}'`, 'message');
       eq(e.code, 'model_not_found', 'code');
+    }
+    try {
+      await client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 1 });
+      throw new Error('expected a 404 from /v1/completions');
+    } catch (e) {
+      assert(e instanceof OpenAI.NotFoundError, `completions: got ${e}`);
+      eq(e.code, 'model_not_found', 'completions code');
+    }
+    for (const [route, body] of [['tokenize', { prompt: 'x' }], ['detokenize', { tokens: [1] }]]) {
+      const r = await fetch(`${base}/v1/${route}`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ model: 'no-such-model', ...body }),
+      });
+      eq(r.status, 404, `${route} status`);
+      eq((await r.json()).error?.code, 'model_not_found', `${route} code`);
     }
   });
 

@@ -296,7 +296,7 @@ try {
     ['absurd max_tokens', { messages: text('x'), max_tokens: 99999999999 }, 400, "'max_tokens' is too large, got 99999999999"],
     ['absurd temperature', { messages: text('x'), temperature: 1e9 }, 400, "'temperature' must be between 0 and 100, got 1e+09"],
     ['negative top_k', { messages: text('x'), top_k: -1 }, 400, "'top_k' must be 0 (off) or positive, got -1"],
-    ['unknown model', { model: 'gpt-4o', messages: text('x') }, 400,
+    ['unknown model', { model: 'gpt-4o', messages: text('x') }, 404,
       "model 'gpt-4o' is not served here; this server serves 'e2e'", 'model_not_found'],
   ];
   for (const [name, body, status, message, code] of refusals) {
@@ -357,6 +357,21 @@ try {
     const grew = s.peakRssMb() - peak0;
     assert(grew < 64, `peak RSS grew by ${grew.toFixed(1)} MiB while refusing the bomb`);
     await refStillEqual('the pixel limit');
+  });
+
+  await checks.run('tokenize: a raw prompt keeps image placeholders as single ids; messages with an image expand them', async () => {
+    const one = await post(s.base, '/v1/tokenize', { prompt: '<|image_pad|>' });
+    eq(one.status, 200, `status (${one.raw.slice(0, 200)})`);
+    eq(one.json.count, 1, 'one special token');
+    const pad = one.json.tokens[0];
+    const end = (await post(s.base, '/v1/tokenize', { prompt: '<|vision_end|>' })).json.tokens;
+    eq(end.length, 1, 'vision_end is one token');
+    const t = await post(s.base, '/v1/tokenize', { prompt: '<|image_pad|><|image_pad|><|vision_end|>' });
+    eq(t.status, 200, `status (${t.raw.slice(0, 200)})`);
+    eq(t.json.tokens, [pad, pad, end[0]], 'tokens as the tokenizer gives them');
+    const img = await post(s.base, '/v1/tokenize', { messages: withImage(`file://${imagesDir}/rgba_alpha.png`, 'x') });
+    eq(img.status, 200, `image status (${img.raw.slice(0, 200)})`);
+    assert(img.json.tokens.filter((x) => x === pad).length > 1, 'an image part expands its placeholder');
   });
 
   await checks.run('completions from a prompt string and from its token ids agree; detokenize inverts tokenize', async () => {

@@ -25,6 +25,7 @@ SOURCE_FILES = [
     "processing_utils.py", "tokenization_utils_base.py", "tokenization_utils_tokenizers.py",
     "modeling_rope_utils.py", "masking_utils.py", "modeling_utils.py", "conversion_mapping.py",
     "cache_utils.py", "generation/utils.py", "generation/logits_process.py", "integrations/sdpa_attention.py",
+    "activations.py",
 ]
 
 

@@ -8,7 +8,7 @@ For each tests/golden/model/<ckpt>/<case>, Transformers 5.17 re-runs the golden 
 Written to tests/golden/model/<ckpt>/<case>/noise_floor.json. These numbers say how far Transformers itself
 lands from its CPU goldens when only the kernels change; the model tests bound tensorfold's error by them.
 
-Run on the GPU machine from the repo root: python3 tools/reference/noise_floor.py
+Run on the GPU machine from the repo root: python3 tools/reference/noise_floor.py [--only CKPT...]
 """
 import json
 import os
@@ -40,11 +40,17 @@ def main():
     import model_goldens as mg
     from common import deterministic, versions, write_json
     orig_conv, orig_greedy = mg.conversations, mg.greedy
+    import act_goldens
+    only = sys.argv[sys.argv.index("--only") + 1:] if "--only" in sys.argv else None
     tmp = "/tmp/noise_floor"
     for ck in sorted(os.listdir(os.path.join(ROOT, "model"))):
         cdir = os.path.join(ROOT, "model", ck)
-        if not os.path.isdir(cdir):
+        if not os.path.isdir(cdir) or (only and ck not in only):
             continue
+        with open(os.path.join(cdir, "meta.json")) as f:
+            meta = json.load(f)
+        # a hidden_act variant (act_goldens.py) is its base checkpoint with a config override
+        ck_dir = act_goldens.materialise(ROOT, ck) if "base_checkpoint" in meta else os.path.join(ROOT, "ckpt", ck)
         cases = sorted(c for c in os.listdir(cdir) if os.path.isdir(os.path.join(cdir, c)))
         cur = {}
 
@@ -63,7 +69,7 @@ def main():
             mg.greedy = golden_ids if mode == "same_tokens" else orig_greedy
             deterministic(8)
             d = os.path.join(tmp, ck, mode)
-            mg.write_golden(os.path.join(ROOT, "ckpt", ck), d, os.path.join(ROOT, "images"), subset=cases, device="cuda")
+            mg.write_golden(ck_dir, d, os.path.join(ROOT, "images"), subset=cases, device="cuda")
             for case in cases:
                 o = out.setdefault(case, {})
                 if mode == "same_tokens":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Transformers 5.17 oracle for tensorfold. Runs on the GPU machine (torch, transformers, tokenizers, torchvision).
 
-Subcommands: sources, checkpoint, images, processor, resize, golden, verify, all. See tests/golden/README.md.
+Subcommands: sources, checkpoint, images, processor, resize, golden, acts, all. See tests/golden/README.md.
 """
 import argparse
 import os
@@ -17,7 +17,7 @@ from common import (HERE, PACKED_NAMES, SEED, deterministic, pack_goldens, sha25
 # images the model goldens feed (processor/<family>_tiny stores their resized uint8 pixels)
 TINY_IMAGES_PIXTRAL = ["page_1583x2048.png", "page_1540x1190.png", "rgba_alpha.png", "jpeg_exif6.jpg"]
 TINY_IMAGES_QWEN = ["page_1583x2048.png", "photo_noise.png", "webp_lossless.webp", "palette_P.png"]
-MINE = ("ckpt", "images", "model", "processor", "resize")  # tests/golden/text* and templates belong to text_goldens.py
+MINE = ("acts", "ckpt", "images", "model", "processor", "resize")  # text* and templates belong to text_goldens.py
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden")
 
@@ -50,7 +50,7 @@ def build_all(root, only=None):
     import model_goldens
     import processor_goldens
     deterministic()
-    for sub in ("ckpt", "model", "images", "processor", "resize"):
+    for sub in ("acts", "ckpt", "model", "images", "processor", "resize"):
         if only is None and sub == "model" and os.path.isdir(os.path.join(root, sub)):
             # model/demo-* are the bundled demo checkpoints' goldens (tools/train_demo/demo_goldens.py): kept
             for d in os.listdir(os.path.join(root, sub)):
@@ -84,8 +84,18 @@ def build_all(root, only=None):
             command=f"ref.py golden tests/golden/ckpt/{name} tests/golden/model/{name}",
             extra_meta={"init_scale": s["init_scale"], "norm_jitter": s["norm_jitter"], "seed": SEED})
         print(name, s["n_params"], summaries[name], flush=True)
+    if only is None:
+        summaries.update(build_acts(root))
     write_sums(root)
     return summaries
+
+
+def build_acts(root, only=None):
+    """The hidden_act probe (acts/) and the variant goldens (model/<base>-<act>/) of act_goldens.py; needs the
+    base checkpoints under root/ckpt."""
+    import act_goldens
+    act_goldens.write_act_probe(os.path.join(root, "acts"))
+    return act_goldens.write_variant_goldens(root, only)
 
 
 def write_sums(root):
@@ -130,6 +140,7 @@ def main():
     p = sp.add_parser("golden"); p.add_argument("ckpt"); p.add_argument("out")
     p.add_argument("--images", default=os.path.join(GOLDEN, "images")); p.add_argument("--subset", nargs="*")
     p = sp.add_parser("all"); p.add_argument("--root", default=GOLDEN); p.add_argument("--only", nargs="*")
+    p = sp.add_parser("acts"); p.add_argument("--root", default=GOLDEN); p.add_argument("--only", nargs="*")
     a = ap.parse_args()
     if a.cmd == "sources":
         write_json(a.out, sources())
@@ -150,6 +161,11 @@ def main():
         print(model_goldens.write_golden(a.ckpt, a.out, a.images, a.subset, command=" ".join(sys.argv[1:])))
     elif a.cmd == "all":
         build_all(a.root, a.only)
+    elif a.cmd == "acts":
+        from common import unpack_goldens
+        unpack_goldens(a.root)
+        build_acts(a.root, a.only)
+        write_sums(a.root)
 
 
 if __name__ == "__main__":

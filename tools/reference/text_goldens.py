@@ -367,7 +367,7 @@ def make_strings(extra_jsonl):
     if os.path.isfile(extra_jsonl):
         with open(extra_jsonl, encoding="utf-8") as f:
             rows += [("research_golden", json.loads(line)["text"]) for line in f if line.strip()]
-    else:  # the research file lives outside the repo; its strings are already in the committed strings.jsonl
+    else:  # no such file: its strings are already in the committed strings.jsonl
         with gzip.open(os.path.join(TEXT_DIR, "strings.jsonl.gz"), "rt", encoding="utf-8", newline="\n") as f:
             rows += [("research_golden", r["text"]) for r in map(json.loads, f) if r["category"] == "research_golden"]
     seen, out = set(), []
@@ -778,7 +778,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("strings")
-    p.add_argument("--extra", default="/work/shared/data/qwen3_tokenizer/golden_encodings.jsonl")
+    p.add_argument("--extra", default=os.path.join(ROOT, "tests", "data", "qwen3", "golden_encodings.jsonl"),
+                   help="JSONL whose 'text' fields join the strings (default: the committed Qwen3 goldens)")
     sub.add_parser("cases")
     p = sub.add_parser("goldens")
     p.add_argument("--out", required=True)

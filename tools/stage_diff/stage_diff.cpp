@@ -5,7 +5,7 @@
 // forward over prompt + the oracle's greedy ids captures every stage, and each stage the oracle also
 // captured is compared element by element, in the order the engine computed them.
 //
-// usage: stage_diff CKPT CASE_DIR --images DIR [--backend cpu|cuda] [--step S]
+// usage: stage_diff CKPT CASE_DIR --images DIR [--backend auto|cpu|cuda] [--step S]
 //   DIR holds the case's images (prompt.json "images"). --step S also reports, for each [L, C] stage,
 //   how many elements differ in the row that predicts new token S, and tensorfold's top-2 logits there
 //   next to the oracle's margin (greedy.json).
@@ -58,11 +58,11 @@ std::vector<float> oracle_f32(const TensorInfo& ti) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fputs("usage: stage_diff CKPT CASE_DIR --images DIR [--backend cpu|cuda] [--step S]\n", stderr);
+    std::fputs("usage: stage_diff CKPT CASE_DIR --images DIR [--backend auto|cpu|cuda] [--step S]\n", stderr);
     return 1;
   }
   const std::string ckpt = argv[1], case_dir = argv[2];
-  std::string images_dir, backend = "cpu";
+  std::string images_dir, backend = "auto";
   int64_t step = -1;
   if ((argc - 3) % 2 != 0) return fail(std::string("missing value after ") + argv[argc - 1]);
   for (int i = 3; i + 1 < argc; i += 2) {  // --flag value pairs

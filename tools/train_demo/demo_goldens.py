@@ -1,4 +1,4 @@
-"""Greedy-parity goldens of a demo checkpoint, by the oracle (tools/reference/model_goldens.write_golden).
+"""Greedy-parity goldens of a demo checkpoint, by the oracle (write_golden of tools/reference/model_goldens.py).
 
   python3 tools/train_demo/demo_goldens.py CKPT OUT_DIR NAME=IMAGE [NAME=IMAGE ...]
 

@@ -54,10 +54,10 @@ class CpuBackend final : public Backend {
                  const Tensor& out) override {
     cpu::attention(pool_, q, k, v, key_ranges, scale, out);
   }
-  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    cpu::silu_mul(pool_, gate, up, out);
+  void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) override {
+    cpu::act_mul(pool_, gate, up, kind, out);
   }
-  void gelu(const Tensor& x, GeluKind kind, const Tensor& out) override { cpu::gelu(pool_, x, kind, out); }
+  void act(const Tensor& x, ActKind kind, const Tensor& out) override { cpu::act(pool_, x, kind, out); }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override { cpu::add(pool_, a, b, out); }
   void cast(const Tensor& x, const Tensor& out) override { cpu::cast(x, out); }
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {

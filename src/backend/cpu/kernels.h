@@ -13,8 +13,8 @@ void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin);
 void rope(ThreadPool& pool, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
                float scale, const Tensor& out);
-void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, const Tensor& out);
-void gelu(ThreadPool& pool, const Tensor& x, GeluKind kind, const Tensor& out);
+void act_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out);
+void act(ThreadPool& pool, const Tensor& x, ActKind kind, const Tensor& out);
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, const Tensor& out);
 void cast(const Tensor& x, const Tensor& out);
 void embedding(const Tensor& ids, const Tensor& table, const Tensor& out);

@@ -79,12 +79,10 @@ class CudaBackend final : public Backend {
                  const Tensor& out) override {
     cuda::launch_attention(s_, q, k, v, key_ranges, scale, out);
   }
-  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
-    cuda::launch_silu_mul(s_, gate, up, out);
+  void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) override {
+    cuda::launch_act_mul(s_, gate, up, kind, out);
   }
-  void gelu(const Tensor& x, GeluKind kind, const Tensor& out) override {
-    cuda::launch_gelu(s_, x, kind, out);
-  }
+  void act(const Tensor& x, ActKind kind, const Tensor& out) override { cuda::launch_act(s_, x, kind, out); }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override { cuda::launch_add(s_, a, b, out); }
   void cast(const Tensor& x, const Tensor& out) override { cuda::launch_cast(s_, x, out); }
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
@@ -151,14 +149,26 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Expected<std::unique_ptr<Backend>> make_cuda_backend() {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)
     return make_error(std::string("the cuda backend found no usable GPU: ") + cudaGetErrorString(e));
   if (n == 0) return make_error("the cuda backend found no GPU (cudaGetDeviceCount = 0)");
   const int device = 0;
-  TF_CUDA_CHECK(cudaSetDevice(device));
+  // A device that is listed but cannot be initialised (busy in exclusive mode, lost, driver
+  // mismatch) is a refusal with its reason, not an abort: `--backend auto` then falls back.
+  e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the context
+  if (e != cudaSuccess)
+    return make_error(
+        std::string("the cuda backend found no usable GPU: device 0 could not be initialised: ") +
+        cudaGetErrorString(e));
+  if (description) {
+    cudaDeviceProp prop{};
+    std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";
+    *description = "GPU 0 of " + std::to_string(n) + " is usable: " + name;
+  }
   // Freed blocks stay in the default pool instead of going back to the driver at each sync.
   cudaMemPool_t pool;
   TF_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));

@@ -2,10 +2,12 @@
 // allocations. Model code never includes this header (it gets a Backend& from create_backend).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "backend/ops.h"
 
 namespace tf {
-// Error (not an abort) when no CUDA device is usable: the message says why (driver, no device).
-Expected<std::unique_ptr<Backend>> make_cuda_backend();
+// Error (not an abort) when no CUDA device is usable: the message says why (driver, no device,
+// a device that cannot be initialised). On success *device (when given) describes the GPU chosen.
+Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* device = nullptr);
 }  // namespace tf

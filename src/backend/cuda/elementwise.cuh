@@ -1,4 +1,4 @@
-// A grid-stride elementwise launch shared by the one-line ops (silu_mul, gelu, add, sigmoid_mul,
+// A grid-stride elementwise launch shared by the one-line ops (act_mul, act, add, sigmoid_mul,
 // cast): f(i) is called once per element index in [0, n).
 #pragma once
 #include <algorithm>

@@ -24,8 +24,8 @@ void launch_rope_cos_sin(cudaStream_t s, const Tensor& angles, const Tensor& cos
 void launch_rope(cudaStream_t s, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
 void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                       const Tensor& key_ranges, float scale, const Tensor& out);
-void launch_silu_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, const Tensor& out);
-void launch_gelu(cudaStream_t s, const Tensor& x, GeluKind kind, const Tensor& out);
+void launch_act_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out);
+void launch_act(cudaStream_t s, const Tensor& x, ActKind kind, const Tensor& out);
 void launch_add(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& out);
 void launch_cast(cudaStream_t s, const Tensor& x, const Tensor& out);
 void launch_embedding(cudaStream_t s, const Tensor& ids, const Tensor& table, const Tensor& out);

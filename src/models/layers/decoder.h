@@ -28,13 +28,14 @@ inline Status check_images_and_logit_rows(const ForwardBatch& batch, size_t n_im
   return {};
 }
 
-// out = down_proj(silu(gate_proj(x)) * up_proj(x)); gate and up are [n, intermediate] scratch (gate is reused
-// for the product, as HF's act_fn(gate) * up rounds once to the activation dtype).
-inline void swiglu_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, const Tensor& up_proj,
-                       const Tensor& down_proj, const Tensor& gate, const Tensor& up, const Tensor& out) {
+// out = down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU with kSilu); gate and up are [n, intermediate]
+// scratch (gate is reused for the product: act_mul materialises act(gate), then rounds the product).
+inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, const Tensor& up_proj,
+                      const Tensor& down_proj, ActKind act, const Tensor& gate, const Tensor& up,
+                      const Tensor& out) {
   b.linear(x, gate_proj, nullptr, gate);
   b.linear(x, up_proj, nullptr, up);
-  b.silu_mul(gate, up, gate);
+  b.act_mul(gate, up, act, gate);
   b.linear(gate, down_proj, nullptr, out);
 }
 

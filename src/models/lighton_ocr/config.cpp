@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/layers/activation.h"
+
 namespace tf::lighton_ocr {
 namespace {
 
@@ -38,10 +40,13 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   TF_ASSIGN(out.image_size, v.get_positive_int("image_size", 1024));
   TF_ASSIGN(out.num_channels, v.get_positive_int("num_channels", 3));
   // PixtralVisionConfig's default hidden_act is "gelu"; every LightOnOCR checkpoint says "silu".
+  // PixtralMLP is gated with any ACT2FN entry: down(act(gate(x)) * up(x)).
   TF_ASSIGN(out.hidden_act, v.get_string("hidden_act", "gelu"));
-  if (out.hidden_act != "silu")
+  auto kind = act_kind_from_hf(out.hidden_act);
+  if (!kind)
     return v.error("hidden_act",
-                   "is '" + out.hidden_act + "'; tensorfold supports the gated-SiLU Pixtral MLP (silu) only");
+                   "is '" + out.hidden_act + "'; the gated Pixtral MLP here supports " + kAdmittedActs);
+  out.act = *kind;
   if (out.hidden_size % out.num_attention_heads != 0)
     return v.error("hidden_size", "must be a multiple of num_attention_heads");
   out.head_dim = out.hidden_size / out.num_attention_heads;

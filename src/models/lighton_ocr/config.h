@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
 #include "base/status.h"
 #include "io/hf_config.h"
 
@@ -22,6 +23,7 @@ struct VisionConfig {  // PixtralVisionConfig
   int64_t num_channels = 3;
   double rope_theta = 10000.0;
   std::string hidden_act = "silu";
+  ActKind act = ActKind::kSilu;  // hidden_act
 };
 
 struct TextConfig {  // Qwen3Config

@@ -1,6 +1,6 @@
 // Qwen3 decoder over one sequence's rows with its KV cache, and the (tied) lm_head.
 // HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
-// Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; research/lighton_ocr.md §6.
+// Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; docs/lighton_ocr.md §6.
 #include <cmath>
 
 #include "models/layers/decoder.h"
@@ -88,7 +88,7 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
     capture(capture_, b, name + ".self_attn", o);
     b.add(h, o, h);
     b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, xn);
-    swiglu_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, gate, up, o);
+    gated_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, ActKind::kSilu, gate, up, o);
     capture(capture_, b, name + ".mlp", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);

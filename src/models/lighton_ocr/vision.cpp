@@ -1,7 +1,7 @@
 // Pixtral vision tower and the LightOnOCR/Mistral3 projector.
 // HF: models/pixtral/modeling_pixtral.py (PixtralVisionModel, PixtralAttention, PixtralMLP,
 // PixtralRotaryEmbedding, generate_block_attention_mask) and models/lighton_ocr/modeling_lighton_ocr.py
-// (LightOnOcrMultiModalProjector, LightOnOcrPatchMerger); research/lighton_ocr.md §4-5.
+// (LightOnOcrMultiModalProjector, LightOnOcrPatchMerger); docs/lighton_ocr.md §1-5.
 #include <cmath>
 
 #include "models/layers/decoder.h"
@@ -103,7 +103,7 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
     capture(capture_, b, name + ".attention", o);
     b.add(h, o, h);
     b.rms_norm(h, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, xn);
-    swiglu_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, gate, up, o);
+    gated_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, cfg_.vision.act, gate, up, o);
     capture(capture_, b, name + ".feed_forward", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);
@@ -139,7 +139,7 @@ DeviceBuffer LightOnOcrModel::projector(const Tensor& feats,
   const Tensor b1 = w_.linear_1_bias.tensor(), b2 = w_.linear_2_bias.tensor();
   b.linear(y, w_.linear_1, w_.linear_1_bias.empty() ? nullptr : &b1, z);
   capture(capture_, b, pre + ".linear_1", z);
-  b.gelu(z, cfg_.projector_gelu_tanh ? GeluKind::kTanh : GeluKind::kErf, z);
+  b.act(z, cfg_.projector_gelu_tanh ? ActKind::kGeluTanh : ActKind::kGelu, z);
   capture(capture_, b, pre + ".act", z);
   b.linear(z, w_.linear_2, w_.linear_2_bias.empty() ? nullptr : &b2, out);
   capture(capture_, b, pre + ".linear_2", out);

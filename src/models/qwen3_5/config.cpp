@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/layers/activation.h"
+
 namespace tf::qwen3_5 {
 namespace {
 
@@ -24,13 +26,9 @@ Expected<VisionConfig> parse_vision(const JsonConfig& v) {
   TF_ASSIGN(o.num_position_embeddings,
             v.get_positive_int("num_position_embeddings", o.num_position_embeddings));
   TF_ASSIGN(std::string act, v.get_string("hidden_act", "gelu_pytorch_tanh"));
-  if (act == "gelu_pytorch_tanh") {
-    o.gelu_tanh = true;
-  } else if (act == "gelu") {
-    o.gelu_tanh = false;
-  } else {
-    return v.error("hidden_act", "is '" + act + "'; the vision MLP here supports gelu_pytorch_tanh and gelu");
-  }
+  auto kind = act_kind_from_hf(act);
+  if (!kind) return v.error("hidden_act", "is '" + act + "'; the vision MLP here supports " + kAdmittedActs);
+  o.act = *kind;
   if (o.in_channels != 3)
     return v.error("in_channels", "is " + std::to_string(o.in_channels) + "; images are RGB (3)");
   if (o.hidden_size % o.num_heads != 0)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
 #include "base/status.h"
 #include "io/hf_config.h"
 
@@ -23,9 +24,9 @@ struct VisionConfig {  // Qwen3_5VisionConfig
   int64_t temporal_patch_size = 2;
   int64_t spatial_merge_size = 2;
   int64_t num_position_embeddings = 2304;
-  int64_t num_grid_per_side = 48;  // sqrt(num_position_embeddings)
-  bool gelu_tanh = true;           // hidden_act gelu_pytorch_tanh (else exact gelu)
-  double rope_theta = 10000.0;     // Qwen3_5VisionRotaryEmbedding's default; the model passes none
+  int64_t num_grid_per_side = 48;    // sqrt(num_position_embeddings)
+  ActKind act = ActKind::kGeluTanh;  // hidden_act (Qwen3_5VisionConfig's default: gelu_pytorch_tanh)
+  double rope_theta = 10000.0;       // Qwen3_5VisionRotaryEmbedding's default; the model passes none
 };
 
 struct TextConfig {  // Qwen3_5TextConfig

@@ -1,7 +1,7 @@
 // Qwen3.5 family (Qwen3_5ForConditionalGeneration, 5.17): Qwen vision tower (patch embed,
 // resampled learned position table, 2D rotary, LayerNorm blocks, 2×2 merger) -> hybrid decoder
 // (Gated DeltaNet layers + gated full attention with interleaved M-RoPE). vision.cpp, text.cpp
-// and gdn.cpp hold the parts; rope_index.cpp the M-RoPE position plan (get_rope_index).
+// and gdn.cpp hold the parts; model.cpp the M-RoPE position plan (rope_index, HF's get_rope_index).
 #pragma once
 #include <array>
 #include <memory>
@@ -98,7 +98,7 @@ class Qwen35Model final : public Model {
   // Conv windows, delta-rule states and (with MTP) the pending hidden state come from the kept row;
   // attention K/V need only the length (positions past it are rewritten before they are read).
   Status rollback(SequenceCache& cache, int64_t n_positions) override;
-  // mtp.py: usable when mtp.fc and every tensor of the first MTP layer are present.
+  // mtp.cpp: usable when mtp.fc and every tensor of the first MTP layer are present.
   int64_t n_mtp_layers() const override;
   Status enable_mtp(SequenceCache& cache) override;
   // cache_blocks.cpp: per layer, k and v rows [end - begin, Hkv, D] (full attention) or the conv

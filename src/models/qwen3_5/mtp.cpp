@@ -140,7 +140,7 @@ DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& h
   full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, c.mtp.k[0], c.mtp.v[0], o);
   b.add(h, o, h);
   b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-  swiglu_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, gate, up, o);
+  gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
   b.add(h, o, h);
   b.rms_norm(h, M.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   return xn;

@@ -149,7 +149,7 @@ Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& 
     }
     b.add(h, o, h);
     b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-    swiglu_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, gate, up, o);
+    gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
     capture(capture_, b, name + ".mlp", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);

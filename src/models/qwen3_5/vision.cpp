@@ -188,7 +188,7 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
     b.add(x, o, x);
     b.layer_norm(x, B.norm2_w, B.norm2_b, kVisionEps, xn);
     b.linear(xn, B.fc1_w, &B.fc1_b.tensor(), mid);
-    b.gelu(mid, v.gelu_tanh ? GeluKind::kTanh : GeluKind::kErf, mid);
+    b.act(mid, v.act, mid);
     b.linear(mid, B.fc2_w, &B.fc2_b.tensor(), o);
     b.add(x, o, x);
     capture(capture_, b, pre + ".blocks." + std::to_string(l), x);
@@ -200,7 +200,7 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
   const Tensor merged = xn.tensor().reshaped({n_tok, m2 * hv});
   DeviceBuffer h1 = b.alloc(act, {n_tok, m2 * hv}), out = b.alloc(act, {n_tok, v.out_hidden_size});
   b.linear(merged, W.merger_fc1_w, &W.merger_fc1_b.tensor(), h1);
-  b.gelu(h1, GeluKind::kErf, h1);
+  b.act(h1, ActKind::kGelu, h1);  // the merger's nn.GELU()
   b.linear(h1, W.merger_fc2_w, &W.merger_fc2_b.tensor(), out);
   capture(capture_, b, pre + ".merger", out);
   return out;

@@ -160,19 +160,26 @@ TEST_F(CudaContract, Rope) {
 }
 
 // ---- elementwise -----------------------------------------------------------------------------
-enum class Ew { kSiluMul, kGeluErf, kGeluTanh, kAdd, kSigmoidMul };
-const char* const kEwName[] = {"silu_mul", "gelu erf", "gelu tanh", "add", "sigmoid_mul"};
+// act_mul and act of every ActKind, add, sigmoid_mul.
+enum class Ew { kActMul, kAct, kAdd, kSigmoidMul };
+const ActKind kActKinds[] = {ActKind::kSilu,    ActKind::kGelu,      ActKind::kGeluTanh,
+                             ActKind::kGeluNew, ActKind::kQuickGelu, ActKind::kRelu};
 
-Buffer run_ew(Backend& be, Ew op, const Buffer& a, const Buffer& b, bool in_place) {
+Buffer run_ew(Backend& be, Ew op, ActKind kind, const Buffer& a, const Buffer& b, bool in_place) {
   auto da = upload_new(be, a), db = upload_new(be, b);
   auto out = be.alloc(a.dtype(), a.shape());
   const Tensor& o = in_place ? da.tensor() : out.tensor();
-  if (op == Ew::kSiluMul) be.silu_mul(da, db, o);
-  if (op == Ew::kGeluErf) be.gelu(da, GeluKind::kErf, o);
-  if (op == Ew::kGeluTanh) be.gelu(da, GeluKind::kTanh, o);
+  if (op == Ew::kActMul) be.act_mul(da, db, kind, o);
+  if (op == Ew::kAct) be.act(da, kind, o);
   if (op == Ew::kAdd) be.add(da, db, o);
   if (op == Ew::kSigmoidMul) be.sigmoid_mul(da, db, o);
   return fetch(be, o);
+}
+
+std::string ew_name(Ew op, ActKind kind) {
+  if (op == Ew::kActMul) return cat("act_mul ", act_kind_name(kind));
+  if (op == Ew::kAct) return cat("act ", act_kind_name(kind));
+  return op == Ew::kAdd ? "add" : "sigmoid_mul";
 }
 
 TEST_F(CudaContract, Elementwise) {
@@ -185,19 +192,25 @@ TEST_F(CudaContract, Elementwise) {
       Buffer a = randn(act, s, seed++, 3.0f), b = randn(act, s, seed++, 2.0f);
       for (int64_t i = 0; i < std::min<int64_t>(a.numel(), std::size(extremes)); ++i)
         store_f32(a.view(), a.numel() - 1 - i, extremes[i]);
-      for (Ew op : {Ew::kSiluMul, Ew::kGeluErf, Ew::kGeluTanh, Ew::kAdd, Ew::kSigmoidMul}) {
-        const Buffer ref = run_ew(cpu(), op, a, b, false);
-        // out may alias the (first) input for gelu, add and sigmoid_mul; not for silu_mul.
-        for (bool in_place : {false, true}) {
-          if (in_place && op == Ew::kSiluMul) continue;
-          const Buffer got = run_ew(dev(), op, a, b, in_place);
-          const std::string what = cat(kEwName[static_cast<int>(op)], " ", shape_str(s), " ", dtype_name(act),
-                                       in_place ? " in place" : "");
-          if (op == Ew::kAdd)
-            EXPECT_TRUE(Exact(ref, got)) << what;
-          else
-            EXPECT_TRUE(Close(ref, got, what));
+      for (Ew op : {Ew::kActMul, Ew::kAct, Ew::kAdd, Ew::kSigmoidMul})
+        for (ActKind kind : kActKinds) {
+          if ((op == Ew::kAdd || op == Ew::kSigmoidMul) && kind != ActKind::kSilu) continue;
+          const Buffer ref = run_ew(cpu(), op, kind, a, b, false);
+          // out may alias the (first) input of every one of these.
+          for (bool in_place : {false, true}) {
+            const Buffer got = run_ew(dev(), op, kind, a, b, in_place);
+            const std::string what =
+                cat(ew_name(op, kind), " ", shape_str(s), " ", dtype_name(act), in_place ? " in place" : "");
+            if (op == Ew::kAdd || kind == ActKind::kRelu)
+              EXPECT_TRUE(Exact(ref, got)) << what;
+            else
+              EXPECT_TRUE(Close(ref, got, what));
+          }
         }
+      // Planted control: gelu_new's per-op roundings against gelu_pytorch_tanh's single one.
+      if (act == DType::BF16 && a.numel() > 1000) {
+        EXPECT_TRUE(Differs(run_ew(cpu(), Ew::kAct, ActKind::kGeluTanh, a, b, false),
+                            run_ew(dev(), Ew::kAct, ActKind::kGeluNew, a, b, false)));
       }
     }
 }

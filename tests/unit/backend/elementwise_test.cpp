@@ -1,4 +1,4 @@
-// silu_mul, gelu, add, cast, embedding/gather/scatter, patchify, unfold_2x2, argmax, top_k.
+// act_mul (silu), act (gelu), add, cast, embedding/gather/scatter, patchify, unfold_2x2, argmax, top_k.
 #include <algorithm>
 
 #include "op_test_util.h"
@@ -21,9 +21,9 @@ TEST(OpElementwise, SiluMulTwoRoundingsGeluAdd) {
       auto dg = upload_new(*be, g), du = upload_new(*be, u), dgx = upload_new(*be, gx);
       auto o1 = be->alloc(act, {n}), o2 = be->alloc(act, {n}), o3 = be->alloc(act, {n}),
            o4 = be->alloc(act, {n});
-      be->silu_mul(dg, du, o1);
-      be->gelu(dgx, GeluKind::kErf, o2);
-      be->gelu(dgx, GeluKind::kTanh, o3);
+      be->act_mul(dg, du, ActKind::kSilu, o1);
+      be->act(dgx, ActKind::kGelu, o2);
+      be->act(dgx, ActKind::kGeluTanh, o3);
       be->add(dg, du, o4);
       auto gv = to_f64(g), uv = to_f64(u), xv = to_f64(gx);
       std::vector<double> r1(gv.size()), r1_one(gv.size()), r2(gv.size()), r3(gv.size()), r4(gv.size());

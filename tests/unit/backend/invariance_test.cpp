@@ -1,4 +1,4 @@
-// DESIGN invariant 2: a row's bits do not depend on the batch it is in, on chunking, or on the
+// docs/design.md, invariant 2: a row's bits do not depend on the batch it is in, on chunking, or on the
 // number of threads. Each check has a planted control: a perturbed input must change the bits.
 #include "op_test_util.h"
 
@@ -79,7 +79,7 @@ TEST(OpInvariance, NormAndElementwiseRows) {
     auto out = be.alloc(DType::BF16, {r1 - r0, 300});
     be.rms_norm(dx, dw, 1e-6f, RmsNormKind::kWeight, out);
     auto o2 = be.alloc(DType::BF16, {r1 - r0, 300});
-    be.silu_mul(out, dx, o2);
+    be.act_mul(out, dx, ActKind::kSilu, o2);
     return download_new(be, o2);
   };
   Buffer full = run_norm(*b2, 0, 7);

@@ -19,7 +19,7 @@ using namespace tf::oracle_noise;
 namespace {
 
 struct Ckpt {
-  const char* name;
+  std::string name;
   bool fp32;
 };
 
@@ -31,7 +31,7 @@ std::vector<std::pair<int64_t, int64_t>> patch_grids(const std::vector<ImageInpu
 }
 
 void run_case(const Ckpt& ck, const std::string& case_name) {
-  const std::string ckpt_dir = golden_root() + "/ckpt/" + ck.name;
+  const std::string ckpt_dir = checkpoint_dir(ck.name);
   const std::string case_dir = golden_root() + "/model/" + ck.name + "/" + case_name;
   if (!std::filesystem::exists(case_dir + "/stages.safetensors")) GTEST_SKIP() << "missing " << case_dir;
   auto loaded = load_dir(ckpt_dir);
@@ -84,8 +84,8 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     ASSERT_EQ(got.size(), ref.size()) << name << " HF shape " << shape_str(ti->shape);
     if (conv) lighton_ocr::mask_patch_conv_padding(ref, ti->shape, patch_grids(cs->images, patch));
     const Metric m = metric(got, ref);
-    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name, case_name.c_str(), name.c_str(), m.rel,
-                m.cos);
+    std::printf("  %-28s %-12s %-58s rel %.3e  cos %.8f\n", ck.name.c_str(), case_name.c_str(), name.c_str(),
+                m.rel, m.cos);
     if (ck.fp32) {
       EXPECT_TRUE(fp32_stage_ok(m.rel, nf, name)) << name << " rel " << m.rel;
     } else {
@@ -154,7 +154,7 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
       std::printf(
           "  %s/%s: first greedy difference at new token %zu (position %lld): engine %d, HF %d, HF top-2 "
           "margin %g\n",
-          ck.name, case_name.c_str(), s, static_cast<long long>(P + s), next, new_ids[s], margin);
+          ck.name.c_str(), case_name.c_str(), s, static_cast<long long>(P + s), next, new_ids[s], margin);
       const double top1 = cs->greedy["steps"][s]["top1_logit"].get<double>();
       const bool ok = acceptable_first_difference(margin, top1, !ck.fp32);
       std::printf("    %s\n", margin == 0.0 ? "an exact HF tie"
@@ -173,7 +173,7 @@ void run_case(const Ckpt& ck, const std::string& case_name) {
     ASSERT_TRUE(lg.ok()) << lg.error().message;
     next = argmax(lg->as<float>());
   }
-  std::printf("  %s/%s: greedy %d/%zu tokens equal to HF\n", ck.name, case_name.c_str(), matched,
+  std::printf("  %s/%s: greedy %d/%zu tokens equal to HF\n", ck.name.c_str(), case_name.c_str(), matched,
               new_ids.size());
 }
 
@@ -183,8 +183,23 @@ TEST_P(LightonGolden, StagesAndGreedyMatchTransformers) { run_case(GetParam().fi
 
 std::vector<std::pair<Ckpt, std::string>> all_cases() {
   std::vector<std::pair<Ckpt, std::string>> out;
-  for (Ckpt ck : {Ckpt{"lighton_ocr-tiny-fp32", true}, Ckpt{"lighton_ocr-tiny-bf16", false},
-                  Ckpt{"mistral3-tiny-bf16-untied", false}}) {
+  std::vector<Ckpt> ckpts = {{"lighton_ocr-tiny-fp32", true},
+                             {"lighton_ocr-tiny-bf16", false},
+                             {"mistral3-tiny-bf16-untied", false}};
+  // hidden_act variants of a lighton/mistral3 checkpoint (tools/reference/act_goldens.py), when present
+  std::vector<std::string> variants;
+  if (std::filesystem::exists(golden_root() + "/model"))
+    for (const auto& e : std::filesystem::directory_iterator(golden_root() + "/model")) {
+      const std::string meta = e.path().string() + "/meta.json";
+      if (!std::filesystem::exists(meta)) continue;
+      const auto j = read_json(meta);
+      const std::string base = j.value("base_checkpoint", "");
+      if (base.rfind("lighton_ocr", 0) == 0 || base.rfind("mistral3", 0) == 0)
+        variants.push_back(e.path().filename().string());
+    }
+  std::sort(variants.begin(), variants.end());
+  for (const auto& v : variants) ckpts.push_back({v, v.find("fp32") != std::string::npos});
+  for (const Ckpt& ck : ckpts) {
     const std::string dir = golden_root() + "/model/" + ck.name;
     std::vector<std::string> names;
     if (std::filesystem::exists(dir))
@@ -198,7 +213,7 @@ std::vector<std::pair<Ckpt, std::string>> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, LightonGolden, ::testing::ValuesIn(all_cases()), [](const auto& info) {
-  std::string s = std::string(info.param.first.name) + "_" + info.param.second;
+  std::string s = info.param.first.name + "_" + info.param.second;
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;

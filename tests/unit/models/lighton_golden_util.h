@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,28 @@ inline std::string golden_root() { return std::string(TF_SOURCE_DIR) + "/tests/g
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
+}
+
+// The checkpoint directory of a golden: tests/golden/ckpt/<name>, or for a hidden_act variant
+// (tools/reference/act_goldens.py; meta.json names base_checkpoint and config_overrides) the base's files
+// beside its config.json with the overrides merged in, rebuilt in a temporary directory.
+inline std::string checkpoint_dir(const std::string& name) {
+  const std::string meta_path = golden_root() + "/model/" + name + "/meta.json";
+  if (!std::filesystem::exists(meta_path)) return golden_root() + "/ckpt/" + name;
+  const nlohmann::json meta = read_json(meta_path);
+  if (!meta.contains("base_checkpoint")) return golden_root() + "/ckpt/" + name;
+  namespace fs = std::filesystem;
+  const fs::path base = golden_root() + "/ckpt/" + meta["base_checkpoint"].get<std::string>();
+  const fs::path dir = fs::temp_directory_path() / ("tf_variant_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(base))
+    if (e.path().filename() != "config.json")
+      fs::create_symlink(fs::absolute(e.path()), dir / e.path().filename());
+  nlohmann::json cfg = read_json((base / "config.json").string());
+  cfg.merge_patch(meta["config_overrides"]);
+  std::ofstream(dir / "config.json") << cfg.dump(1);
+  return dir.string();
 }
 
 struct Loaded {

@@ -146,10 +146,27 @@ TEST(LightonLoad, LeftoverTensor) {
                  {"model.extra_head.weight"});
 }
 
+// Transformers' PixtralMLP is gated with any ACT2FN entry; these six have an op (ActKind), others are
+// refused by name.
+TEST(LightonLoad, VisionHiddenActs) {
+  for (const char* act : {"silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "relu"}) {
+    SCOPED_TRACE(act);
+    EXPECT_EQ(load_error(make_ckpt("lighton_ocr-tiny-bf16", std::string("act_") + act,
+                                   [&](auto& c) { c["vision_config"]["hidden_act"] = act; })),
+              "");
+  }
+  // Absent: PixtralVisionConfig's default, gelu.
+  EXPECT_EQ(load_error(make_ckpt("lighton_ocr-tiny-bf16", "act_default",
+                                 [](auto& c) { c["vision_config"].erase("hidden_act"); })),
+            "");
+  for (const char* act : {"tanh", "gelu_10", "swish", "SiLU"}) {
+    expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "act_bad",
+                                        [&](auto& c) { c["vision_config"]["hidden_act"] = act; })),
+                   {"vision_config.hidden_act", std::string("'") + act + "'", "gelu_new"});
+  }
+}
+
 TEST(LightonLoad, UnsupportedVariantsNameTheField) {
-  expect_refused(load_error(make_ckpt("lighton_ocr-tiny-bf16", "act",
-                                      [](auto& c) { c["vision_config"]["hidden_act"] = "gelu"; })),
-                 {"vision_config.hidden_act", "gelu"});
   expect_refused(
       load_error(make_ckpt("lighton_ocr-tiny-bf16", "rope",
                            [](auto& c) { c["text_config"]["rope_parameters"]["rope_type"] = "yarn"; })),

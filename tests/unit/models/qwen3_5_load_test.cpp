@@ -84,11 +84,20 @@ TEST(Qwen35Load, UnreadableVisionTowerIsRefusedByName) {
   }
   {
     auto cfg = base_config();
-    cfg["vision_config"]["hidden_act"] = "quick_gelu";
+    cfg["vision_config"]["hidden_act"] = "tanh";  // in ACT2FN, not admitted
     TempCkpt tmp(cfg);
     auto l = load_dir(tmp.dir.string());
     ASSERT_FALSE(l.ok());
     EXPECT_NE(l.error().message.find("vision_config.hidden_act"), std::string::npos) << l.error().message;
+    EXPECT_NE(l.error().message.find("'tanh'"), std::string::npos) << l.error().message;
+  }
+  // Qwen3_5VisionMLP is fc2(act(fc1(x))) with any ACT2FN entry; these six have an op.
+  for (const char* act : {"silu", "gelu", "gelu_pytorch_tanh", "gelu_new", "quick_gelu", "relu"}) {
+    auto cfg = base_config();
+    cfg["vision_config"]["hidden_act"] = act;
+    TempCkpt tmp(cfg);
+    auto l = load_dir(tmp.dir.string());
+    EXPECT_TRUE(l.ok()) << act << ": " << l.error().message;
   }
   {
     auto cfg = base_config();

@@ -2,6 +2,7 @@
 // seeds decide sampled ids, and bad requests get a 400 and change nothing else.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -156,6 +157,26 @@ TEST_F(EngineTest, BadImageGetsA400AndOthersAreUntouched) {
   EXPECT_EQ(o.error.message, "image 1 could not be decoded; send PNG, JPEG or WebP");
   Outcome after = drain(*engine_->submit(text_request("abc", 8)));
   EXPECT_EQ(before.ids, after.ids);
+}
+
+// Raw text is tokenized as Transformers' tokenizer does: special tokens recognised, placeholders
+// kept as single ids (tokenize --text, /v1/tokenize with a prompt). Only chat messages with image
+// parts expand them; generating from such a text prompt is refused (no images to fill them).
+TEST_F(EngineTest, RawTextTokenizeKeepsPlaceholders) {
+  GenerationRequest r;
+  r.id = "tok";
+  r.prompt_text = "<|image_pad|><|image_pad|><|vision_end|>";
+  auto ids = engine_->tokenize(r);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(*ids, (std::vector<int32_t>{1413, 1413, 1411}));  // tests/golden/README.md: tiny ids
+  r.prompt_text = "a<|image_pad|>b";
+  ids = engine_->tokenize(r);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(std::count(ids->begin(), ids->end(), 1413), 1);
+  r.max_tokens = 2;
+  Outcome gen = drain(*engine_->submit(r));
+  EXPECT_TRUE(gen.failed);
+  EXPECT_EQ(gen.error.message, "the prompt has 1 image placeholders but 0 images were given");
 }
 
 TEST_F(EngineTest, CancelledRequestIsDroppedWithinAStep) {

@@ -133,7 +133,7 @@ TEST_P(PipelineGolden, PromptAndGreedyMatchTransformers) {
       ADD_FAILURE() << "fp32 greedy ids must equal Transformers'";
     } else {
       // bf16 logits move in steps of 2^-5 near 4..8: a 1-2 ulp near-tie can flip when our f32
-      // summation order differs from MKL's. Anything wider is a defect (DESIGN: >= 0.5 always is).
+      // summation order differs from MKL's. Anything wider is a defect (docs/design.md: >= 0.5 always is).
       EXPECT_LE(margin, 0.0625) << "greedy ids differ where Transformers' margin is wider than 2 bf16 ulps";
     }
     break;

@@ -101,7 +101,7 @@ TEST(Http, ErrorShapesAndStatuses) {
   expect_error(s.post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"n":3})"), 400,
                "only n=1 is supported, got n=3", "n");
   expect_error(
-      s.post("/v1/chat/completions", R"({"model":"big","messages":[{"role":"user","content":"x"}]})"), 400,
+      s.post("/v1/chat/completions", R"({"model":"big","messages":[{"role":"user","content":"x"}]})"), 404,
       "model 'big' is not served here; this server serves 'tiny'", "model", "model_not_found");
   expect_error(
       s.post("/v1/chat/completions",
@@ -235,8 +235,31 @@ TEST(Http, ModelsTokenizeDetokenize) {
   EXPECT_EQ(json::parse(d->body)["prompt"], "hi");
   expect_error(s.post("/v1/detokenize", R"({"tokens":[104,999]})"), 400,
                "token id 999 is outside the vocabulary (256)", "tokens");
-  expect_error(s.post("/v1/tokenize", R"({"model":"tiny","prompt":"x"})"), 400,
+  expect_error(s.post("/v1/tokenize", R"({"model":"tiny","prompt":"x"})"), 404,
                "model 'tiny' is not served here; this server serves 'ocr-model'", "model", "model_not_found");
+}
+
+// OpenAI and vLLM answer an unknown model with 404 model_not_found on every route that takes `model`.
+TEST(Http, UnknownModelIs404OnEveryRoute) {
+  TestServer s;
+  const std::string msg = "model 'gpt-4o' is not served here; this server serves 'tiny'";
+  const std::vector<std::pair<std::string, std::string>> routes = {
+      {"/v1/chat/completions", R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
+      {"/v1/chat/completions",
+       R"({"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]})"},
+      {"/v1/completions", R"({"model":"gpt-4o","prompt":"x"})"},
+      {"/v1/tokenize", R"({"model":"gpt-4o","prompt":"x"})"},
+      {"/v1/tokenize", R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
+      {"/v1/detokenize", R"({"model":"gpt-4o","tokens":[104]})"},
+  };
+  for (const auto& [path, body] : routes) {
+    SCOPED_TRACE(path + " " + body);
+    auto r = s.post(path, body);
+    expect_error(r, 404, msg, "model", "model_not_found");
+    if (r) {
+      EXPECT_EQ(json::parse(r->body)["error"]["type"], "invalid_request_error");
+    }
+  }
 }
 
 TEST(Http, Metrics) {

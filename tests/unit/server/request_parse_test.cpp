@@ -47,8 +47,6 @@ TEST(RequestParse, EveryRefusalHasItsMessageAndParam) {
   const std::vector<Case> cases = {
       {"{\"model\": ", "request body is not valid JSON", ""},
       {"[1,2]", "request body must be a JSON object", ""},
-      {R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})",
-       "model 'gpt-4o' is not served here; this server serves 'tiny'", "model"},
       {R"({"model":7,"messages":[]})", "'model' must be a string", "model"},
       {R"({"model":"tiny"})", "'messages' is required", "messages"},
       {R"({"messages":[]})", "'messages' must be a non-empty array", "messages"},
@@ -133,9 +131,30 @@ TEST(RequestParse, EveryRefusalHasItsMessageAndParam) {
   }
 }
 
-TEST(RequestParse, UnknownModelHasCode) {
-  ApiError e = refuse(R"({"model":"x","messages":[{"role":"user","content":"hi"}]})");
-  EXPECT_EQ(e.code, "model_not_found");
+// OpenAI and vLLM: an unknown model is 404 model_not_found, on every route that takes `model`.
+TEST(RequestParse, UnknownModelIs404OnEveryRoute) {
+  const std::string msg = "model 'gpt-4o' is not served here; this server serves 'tiny'";
+  const std::vector<std::pair<Endpoint, std::string>> routes = {
+      {Endpoint::Chat, R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
+      {Endpoint::Completion, R"({"model":"gpt-4o","prompt":"x"})"},
+      {Endpoint::Tokenize, R"({"model":"gpt-4o","prompt":"x"})"},
+      {Endpoint::Tokenize, R"({"model":"gpt-4o","messages":[{"role":"user","content":"x"}]})"},
+  };
+  for (const auto& [ep, body] : routes) {
+    ApiError e = refuse(body, ep);
+    EXPECT_EQ(e.status, 404) << body;
+    EXPECT_EQ(e.code, "model_not_found") << body;
+    EXPECT_EQ(e.message, msg) << body;
+    EXPECT_EQ(error_json(e)["error"]["type"], "invalid_request_error") << body;
+  }
+  std::vector<int32_t> ids;
+  auto d = parse_detokenize_request(R"({"model":"gpt-4o","tokens":[1]})", ctx(), &ids);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->status, 404);
+  EXPECT_EQ(d->code, "model_not_found");
+  EXPECT_EQ(d->message, msg);
+  // The served name itself is accepted everywhere.
+  EXPECT_FALSE(parse_detokenize_request(R"({"model":"tiny","tokens":[1]})", ctx(), &ids).has_value());
 }
 
 // Found by the request_json fuzzer: a model name with a newline made a two-line message. Client

@@ -20,7 +20,7 @@ TEST(ServeOptions, Defaults) {
   const ServeOptions& o = r->options;
   EXPECT_EQ(o.checkpoint, "/models/tiny-ocr/");
   EXPECT_EQ(o.served_name(), "tiny-ocr");
-  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.backend, "auto");
   EXPECT_EQ(o.host, "127.0.0.1");
   EXPECT_EQ(o.port, 8080);
   EXPECT_EQ(o.parallel, 4);
@@ -93,7 +93,7 @@ TEST(ServeOptions, Errors) {
   EXPECT_EQ(error_of({"a", "--port", "80x"}), "--port expects an integer, got '80x'");
   EXPECT_EQ(error_of({"a", "--port", "70000"}), "--port must be between 0 and 65535, got 70000");
   EXPECT_EQ(error_of({"a", "--parallel", "0"}), "--parallel must be between 1 and 1024, got 0");
-  EXPECT_EQ(error_of({"a", "--backend", "tpu"}), "--backend must be cpu or cuda, got 'tpu'");
+  EXPECT_EQ(error_of({"a", "--backend", "tpu"}), "--backend must be auto, cpu or cuda, got 'tpu'");
   EXPECT_EQ(error_of({"a", "--temperature", "-1"}), "--temperature must be between 0 and 100, got -1");
   EXPECT_EQ(error_of({"a", "--temperature", "nan"}), "--temperature expects a number, got 'nan'");
   EXPECT_EQ(error_of({"a", "--max-tokens", "0"}), "--max-tokens must be between 1 and 16777216, got 0");

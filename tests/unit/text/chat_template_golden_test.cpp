@@ -1,6 +1,6 @@
 // Chat templates vs goldens rendered by Transformers 5.17 apply_chat_template (tests/golden/templates,
 // made by tools/reference/text_goldens.py on the GPU machine) and by Python Jinja2 3.1.6 with HF's
-// settings (tests/data/templates/golden, from the research data).
+// settings (tests/data/templates/golden).
 #include <gtest/gtest.h>
 
 #include <filesystem>

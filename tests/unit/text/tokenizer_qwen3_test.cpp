@@ -1,5 +1,6 @@
 // The real Qwen3 tokenizer against ids made by HF tokenizers (Rust, npm tokenizers@0.23.2):
-// tests/data/qwen3/golden_encodings.jsonl (315 strings; see /work/shared NOTE in the commit message).
+// tests/data/qwen3/golden_encodings.jsonl (315 strings, committed; the tokenizer itself comes from
+// scripts/fetch_test_data.sh).
 #include <gtest/gtest.h>
 
 #include <atomic>

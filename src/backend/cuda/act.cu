@@ -1,0 +1,98 @@
+// act and act_mul: the hidden_act activations with Transformers' rounding points (backend/ops.h,
+// ActKind), f32 math in the CPU reference's operation order; act_mul rounds a(gate), then the product.
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace tf::cuda {
+namespace {
+
+template <ActKind K, class T>
+__device__ __forceinline__ float act_one(float x) {
+  if constexpr (K == ActKind::kSilu) {
+    return rnd<T>(x / (1.0f + exp_f(-x)));
+  } else if constexpr (K == ActKind::kGelu) {
+    const float kSqrt1_2 = 0.70710678118654752440f;
+    return rnd<T>(x * 0.5f * (1.0f + erf_f(x * kSqrt1_2)));
+  } else if constexpr (K == ActKind::kGeluTanh) {
+    const float kBeta = 0.7978845608028654f;  // sqrt(2/pi)
+    const float inner = kBeta * (x + 0.044715f * x * x * x);
+    return rnd<T>(0.5f * x * (1.0f + tanh_f(inner)));
+  } else if constexpr (K == ActKind::kGeluNew) {
+    const float kBeta = 0.7978845608028654f;
+    const float c = rnd<T>(rnd<T>(x * x) * x);
+    const float d = rnd<T>(0.044715f * c);
+    const float e = rnd<T>(x + d);
+    const float f = rnd<T>(kBeta * e);
+    const float t = rnd<T>(tanh_f(f));
+    const float h = rnd<T>(1.0f + t);
+    return rnd<T>(rnd<T>(0.5f * x) * h);
+  } else if constexpr (K == ActKind::kQuickGelu) {
+    const float z = rnd<T>(1.702f * x);
+    const float s = rnd<T>(1.0f / (1.0f + exp_f(-z)));
+    return rnd<T>(x * s);
+  } else {
+    static_assert(K == ActKind::kRelu);
+    return x < 0.0f ? 0.0f : x;  // NaN and -0 pass through, as torch.relu
+  }
+}
+
+}  // namespace
+
+// Outside the unnamed namespace: nvcc wants the function enclosing an extended lambda to have a
+// name it can reach from the host stub.
+namespace act_detail {
+
+// out[i] = a(gate[i]) (up == nullptr) or rnd(a(gate[i]) * up[i]).
+template <ActKind K>
+void launch_kind(cudaStream_t s, const Tensor& gate, const Tensor* up, const Tensor& out) {
+  TF_DISPATCH_ACT(gate.dtype, T, {
+    const T* g = ptr<const T>(gate);
+    const T* u = up ? ptr<const T>(*up) : nullptr;
+    T* o = ptr<T>(out);
+    if (u) {
+      launch_elementwise(s, gate.numel(), [=] __device__(int64_t i) {
+        o[i] = from_f<T>(act_one<K, T>(to_f(g[i])) * to_f(u[i]));
+      });
+    } else {
+      launch_elementwise(s, gate.numel(),
+                         [=] __device__(int64_t i) { o[i] = from_f<T>(act_one<K, T>(to_f(g[i]))); });
+    }
+  });
+}
+
+}  // namespace act_detail
+
+namespace {
+
+void dispatch(cudaStream_t s, const Tensor& gate, const Tensor* up, ActKind kind, const Tensor& out) {
+  switch (kind) {
+    case ActKind::kSilu:
+      return act_detail::launch_kind<ActKind::kSilu>(s, gate, up, out);
+    case ActKind::kGelu:
+      return act_detail::launch_kind<ActKind::kGelu>(s, gate, up, out);
+    case ActKind::kGeluTanh:
+      return act_detail::launch_kind<ActKind::kGeluTanh>(s, gate, up, out);
+    case ActKind::kGeluNew:
+      return act_detail::launch_kind<ActKind::kGeluNew>(s, gate, up, out);
+    case ActKind::kQuickGelu:
+      return act_detail::launch_kind<ActKind::kQuickGelu>(s, gate, up, out);
+    case ActKind::kRelu:
+      return act_detail::launch_kind<ActKind::kRelu>(s, gate, up, out);
+  }
+  TF_CHECK(false && "unknown ActKind");
+}
+
+}  // namespace
+
+void launch_act_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) {
+  TF_CHECK(gate.numel() == up.numel() && out.numel() == gate.numel());
+  TF_CHECK(gate.dtype == up.dtype && out.dtype == gate.dtype && is_float_act(gate.dtype));
+  dispatch(s, gate, &up, kind, out);
+}
+
+void launch_act(cudaStream_t s, const Tensor& x, ActKind kind, const Tensor& out) {
+  TF_CHECK(out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
+  dispatch(s, x, nullptr, kind, out);
+}
+
+}  // namespace tf::cuda
