@@ -37,7 +37,8 @@ const char* kHelp =
     "  --json               print the results as JSON instead of the table\n"
     "Table: pages/s = completed requests / wall time; output tok/s = generated tokens (usage block, else\n"
     "content chunks) / wall time; TTFT = first output chunk; ITL = gaps between output chunks; E2E = whole\n"
-    "request; percentiles over completed requests. Progress goes to stderr.\n"
+    "request; percentiles over completed requests (TTFT also over those cut by --time-limit). --json adds\n"
+    "TPOT = (E2E - TTFT) / (tokens - 1). Progress goes to stderr.\n"
     "Exit: 0 every request completed, 3 some failed (counted and shown), 1 could not run, 2 bad flags.\n";
 
 int fail(const std::string& msg, int code = 1) {

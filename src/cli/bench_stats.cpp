@@ -24,7 +24,7 @@ LevelSummary summarize(const LevelResult& level) {
   s.requests = level.requests;
   s.wall_s = level.wall_s;
   s.time_limit_s = level.time_limit_s;
-  std::vector<double> ttft, itl, e2e;
+  std::vector<double> ttft, itl, e2e, tpot;
   bool any_usage = false, any_chunks = false;
   for (const RequestRecord& r : level.records) {
     if (!r.started) {
@@ -32,13 +32,15 @@ LevelSummary summarize(const LevelResult& level) {
       continue;
     }
     ++s.sent;
+    if ((r.ok || r.aborted) && r.ttft_s >= 0) ttft.push_back(r.ttft_s * 1e3);
     if (r.ok) {
       ++s.done;
       s.output_tokens += r.output_tokens();
       (r.usage_tokens >= 0 ? any_usage : any_chunks) = true;
-      if (r.ttft_s >= 0) ttft.push_back(r.ttft_s * 1e3);
       for (double g : r.itl_s) itl.push_back(g * 1e3);
       e2e.push_back(r.e2e_s);
+      if (r.ttft_s >= 0 && r.output_tokens() > 1)
+        tpot.push_back((r.e2e_s - r.ttft_s) * 1e3 / static_cast<double>(r.output_tokens() - 1));
       continue;
     }
     s.output_tokens += r.chunk_tokens;  // what it streamed before it failed or was cut
@@ -58,6 +60,7 @@ LevelSummary summarize(const LevelResult& level) {
   s.ttft_ms = p50_p99(ttft);
   s.itl_ms = p50_p99(itl);
   s.e2e_s = p50_p99(e2e);
+  s.tpot_ms = p50_p99(tpot);
   return s;
 }
 
@@ -136,6 +139,7 @@ nlohmann::ordered_json summary_json(const LevelSummary& s) {
   j["ttft_ms"] = pct(s.ttft_ms);
   j["itl_ms"] = pct(s.itl_ms);
   j["e2e_s"] = pct(s.e2e_s);
+  j["tpot_ms"] = pct(s.tpot_ms);
   j["first_error"] =
       s.first_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.first_error);
   j["time_limited"] = s.time_limited;

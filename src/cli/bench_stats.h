@@ -36,9 +36,14 @@ struct LevelSummary {
   std::string tokens_from;  // "usage", "chunks" or "usage+chunks": where the done requests' counts came from
   double pages_per_s = 0;   // done / wall
   double tokens_per_s = 0;  // output_tokens / wall
-  Percentiles ttft_ms, itl_ms, e2e_s;  // over done requests (ITL: every gap of every done request)
-  std::string first_error;             // the first failed request's message (by send order), empty if none
-  bool time_limited = false;           // the time limit cut or withheld requests
+  // TTFT: over done requests and those the time limit cut after their first token (a slow server's
+  // TTFT is still seen when no request completes). ITL, E2E: over done requests (ITL: every gap).
+  Percentiles ttft_ms, itl_ms, e2e_s;
+  // Time per output token after the first, per done request: (E2E - TTFT) / (tokens - 1). Unlike ITL it
+  // does not see chunks that arrive together in one read as zero gaps.
+  Percentiles tpot_ms;
+  std::string first_error;    // the first failed request's message (by send order), empty if none
+  bool time_limited = false;  // the time limit cut or withheld requests
   double time_limit_s = 0;
 };
 

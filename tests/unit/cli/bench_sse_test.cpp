@@ -197,6 +197,7 @@ TEST(BenchStats, SummaryCountsAddUp) {
   RequestRecord cut;
   cut.started = cut.aborted = true;
   cut.chunk_tokens = 5;
+  cut.ttft_s = 0.5;  // its first token counts for TTFT; nothing else of it does
   lr.records.push_back(cut);
   lr.records.push_back(RequestRecord{});  // never sent
   LevelSummary s = summarize(lr);
@@ -211,9 +212,10 @@ TEST(BenchStats, SummaryCountsAddUp) {
   EXPECT_EQ(s.tokens_from, "usage");
   EXPECT_DOUBLE_EQ(s.pages_per_s, 1.0);
   EXPECT_DOUBLE_EQ(s.tokens_per_s, 19.0);
-  EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 200);
+  EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 300);
   EXPECT_DOUBLE_EQ(s.itl_ms.p50, 20);
   EXPECT_DOUBLE_EQ(s.e2e_s.p50, 1.25);
+  EXPECT_NEAR(s.tpot_ms.p50, (900.0 / 9 + 1200.0 / 19) / 2, 1e-9);  // (E2E - TTFT) / (tokens - 1)
   EXPECT_EQ(s.first_error, "HTTP 400: no");
   EXPECT_TRUE(s.time_limited);
 
@@ -230,7 +232,7 @@ TEST(BenchStats, SummaryCountsAddUp) {
   EXPECT_EQ(j["done"], 2);
   EXPECT_EQ(j["errors"], 2);
   EXPECT_EQ(j["first_error"], "HTTP 400: no");
-  EXPECT_DOUBLE_EQ(j["ttft_ms"]["p50"].get<double>(), 200);
+  EXPECT_DOUBLE_EQ(j["ttft_ms"]["p50"].get<double>(), 300);
 }
 
 TEST(BenchStats, NoSamplesPrintDashesAndNulls) {
