@@ -5,10 +5,9 @@ GPU and pages, each figure beside its hardware bound.
   python3 bench/serve/gpu_serve_bench.py TENSORFOLD [OUT_DIR] [--shape lighton-1b] [--max-tokens 128]
           [--levels 1,8,32] [--pages 8] [--budget 540] [--level-cap 90] [--hf-reserve 150] [--skip-hf]
 
-  TENSORFOLD   the CUDA build's binary (tools/cuda_check/pack.sh; BENCHMARKS.md "Serving" has the device call)
-  OUT_DIR      where the table (serve_bench.md), raw results (serve_bench.json) and logs go (default $OUT)
-  --shape      lighton-1b (default; Pixtral + Qwen3, pages 1540 px), qwen3_5-0.8b or qwen3_5-4b (2048 px)
-  env TF_SERVE_BENCH_C128=1 adds concurrency 128.
+  TENSORFOLD the CUDA build's binary (BENCHMARKS.md "Serving" has the device call); OUT_DIR gets the table
+  (serve_bench.md), raw results (serve_bench.json) and logs (default $OUT). --shape: lighton-1b (default; pages
+  1540 px), qwen3_5-0.8b or qwen3_5-4b (2048 px). TF_SERVE_BENCH_C128=1 adds concurrency 128.
 
 Steps, each bounded by the overall --budget (seconds from start; the device call's limit is 600 s):
 1. a full-size random bf16 checkpoint of the shape (bench/model/gpu_bench.py build_full: the oracle's
@@ -20,11 +19,8 @@ Steps, each bounded by the overall --budget (seconds from start; the device call
    requests still streaming at the cap are cut and their tokens counted; a level that cannot get 15 s is
    "not run (time)". Peak GPU memory of the server process from nvidia-smi.
 4. Transformers: one batch of c pages per level, generate(max_new_tokens=N, eos ignored, greedy), TTFT and
-   ITL from a logits processor's timestamps, torch.cuda.max_memory_allocated; "OOM" where it runs out.
-5. Bounds, from the measured copy bandwidth and bf16 matmul rate: decode tok/s <= c / ((text weight bytes
-   + c x KV bytes at the mean context) / bandwidth); pages/s <= 1 / (prefill FLOPs per page / matmul rate
-   + N x that step time / c), prefill FLOPs = 2 x (vision params x patches + text params x prompt tokens),
-   attention's quadratic terms left out (so the bound is loose for long prompts).
+   TPOT from a logits processor's timestamps, torch.cuda.max_memory_allocated; "OOM" where it runs out.
+5. one markdown table, each figure beside its bound (bench/serve/serve_report.py says how they are computed).
 """
 import json
 import os
@@ -41,11 +37,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 sys.path.insert(0, os.path.join(ROOT, "bench", "model"))
+sys.path.insert(0, HERE)
+from serve_report import REPORT, measure_hardware, model_shape, write_report  # noqa: E402
 
 T0 = time.monotonic()
-GiB = 1 << 30
-NOMINAL_BW = 4.3e12      # H200 HBM3e, bytes/s (used when the measurement fails)
-NOMINAL_FLOPS = 989e12   # H200 dense bf16, FLOP/s
 
 
 def log(msg):
@@ -149,79 +144,6 @@ def render_pages(out_dir, n, longest):
     return paths, (w, h)
 
 
-# ------------------------------------------------------------------------------------------- hardware
-
-def measure_hardware():
-    """Device-to-device copy bandwidth (bytes read + written per second) and bf16 matmul FLOP/s."""
-    import torch
-    res = {"gpu": torch.cuda.get_device_name(0), "bw": NOMINAL_BW, "flops": NOMINAL_FLOPS, "measured": False}
-    try:
-        a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")  # 1 GiB
-        b = torch.empty_like(a)
-        for _ in range(2):
-            b.copy_(a)
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(10):
-            b.copy_(a)
-        torch.cuda.synchronize()
-        res["bw"] = 2 * 10 * a.numel() / (time.perf_counter() - t)
-        del a, b
-        x = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-        y = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-        for _ in range(3):
-            x @ y
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(20):
-            x @ y
-        torch.cuda.synchronize()
-        res["flops"] = 20 * 2 * 8192 ** 3 / (time.perf_counter() - t)
-        res["measured"] = True
-        del x, y
-        torch.cuda.empty_cache()
-    except Exception as e:  # nominal figures then; say so
-        log(f"hardware measurement failed ({e}); using nominal H200 figures")
-    return res
-
-
-def model_shape(ckpt):
-    """Parameter counts and KV bytes per token from the checkpoint's config and safetensors headers."""
-    import struct
-    cfg = json.load(open(os.path.join(ckpt, "config.json")))
-    tc = cfg["text_config"]
-    n_vision = n_text = 0
-    for f in sorted(os.listdir(ckpt)):
-        if not f.endswith(".safetensors"):
-            continue
-        with open(os.path.join(ckpt, f), "rb") as fh:
-            header = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
-        for name, t in header.items():
-            if name == "__metadata__" or name.startswith("mtp."):
-                continue
-            n = 1
-            for s in t["shape"]:
-                n *= s
-            if "vision" in name or ".visual." in name or "multi_modal_projector" in name:
-                n_vision += n
-            else:
-                n_text += n
-    types = tc.get("layer_types") or ["full_attention"] * tc["num_hidden_layers"]
-    n_full = sum(1 for t in types if t == "full_attention")
-    kv_per_token = n_full * 2 * tc["num_key_value_heads"] * tc["head_dim"] * 2  # K and V, bf16
-    merge = cfg.get("spatial_merge_size", cfg.get("vision_config", {}).get("spatial_merge_size", 2))
-    return {"n_vision": n_vision, "n_text": n_text, "kv_per_token": kv_per_token, "merge": merge,
-            "image_token_id": cfg.get("image_token_id")}
-
-
-def bounds(shape, hw, c, prompt_tokens, n_patches, n_new):
-    """Decode tok/s and pages/s bounds at c in flight (see the module docstring)."""
-    ctx = prompt_tokens + n_new / 2
-    step = (2 * shape["n_text"] + c * shape["kv_per_token"] * ctx) / hw["bw"]
-    prefill = 2 * (shape["n_vision"] * n_patches + shape["n_text"] * prompt_tokens) / hw["flops"]
-    return {"tok_s": c / step, "pages_s": 1 / (prefill + n_new * step / c)}
-
-
 def prompt_info(ckpt, page, shape, info):
     """Prompt and image token counts of one page as the checkpoint's processor builds them (CPU only)."""
     from transformers import AutoProcessor
@@ -236,30 +158,39 @@ def prompt_info(ckpt, page, shape, info):
 # ------------------------------------------------------------------------------------------ tensorfold
 
 class GpuMemWatch:
-    """Peak GPU memory (MiB) of one process, from nvidia-smi once a second."""
+    """Peak GPU memory (MiB) of one process from nvidia-smi once a second; where nvidia-smi cannot see the
+    process (a container's PID namespace), the device's peak use above what it used at the start."""
 
     def __init__(self, pid):
-        self.pid, self.peak, self.stop_flag = pid, None, False
+        self.pid, self.peak, self.total_peak, self.stop_flag = pid, None, None, False
+        self.baseline = self.query(["--query-gpu=memory.used"])
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
+    @staticmethod
+    def query(what):
+        try:
+            out = subprocess.run(["nvidia-smi", *what, "--format=csv,noheader,nounits"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            return [[x.strip() for x in line.split(",")] for line in out.splitlines() if line.strip()]
+        except Exception:
+            return []
+
     def run(self):
         while not self.stop_flag:
-            try:
-                out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                                      "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                                     timeout=10).stdout
-                for line in out.splitlines():
-                    p = [x.strip() for x in line.split(",")]
-                    if len(p) == 2 and p[0] == str(self.pid) and p[1].isdigit():
-                        self.peak = max(self.peak or 0, int(p[1]))
-            except Exception:
-                pass
+            for p in self.query(["--query-compute-apps=pid,used_memory"]):
+                if len(p) == 2 and p[0] == str(self.pid) and p[1].isdigit():
+                    self.peak = max(self.peak or 0, int(p[1]))
+            for p in self.query(["--query-gpu=memory.used"])[:1]:
+                if p and p[0].isdigit():
+                    self.total_peak = max(self.total_peak or 0, int(p[0]))
             time.sleep(1)
 
     def stop(self):
         self.stop_flag = True
         self.t.join(timeout=15)
+        if self.peak is None and self.total_peak is not None and self.baseline and self.baseline[0][0].isdigit():
+            return self.total_peak - int(self.baseline[0][0])
         return self.peak
 
 
@@ -454,83 +385,24 @@ def hf_levels(args, ckpt, pages, rows, info):
     torch.cuda.empty_cache()
 
 
-# -------------------------------------------------------------------------------------------- report
-
-REPORT = {"info": {}, "hw": None, "shape": None}
-
-
-def fmt(v, d=1):
-    return "-" if v is None else f"{v:,.{d}f}"
-
-
-def vs(v, bound, d=1):
-    if v is None:
-        return "-"
-    if not bound:
-        return fmt(v, d)
-    return f"{fmt(v, d)} / {fmt(bound, d)} ({100 * v / bound:.0f} %)"
-
-
-def write_report(args, rows):
-    info, hw, shape = REPORT["info"], REPORT["hw"], REPORT["shape"]
-    n = args["max_tokens"]
-    lines = [f"GPU: {info.get('gpu', '?')}; torch {info.get('torch', '?')}; transformers {info.get('transformers', '?')} "
-             f"({info.get('hf_attention', '?')} attention); tensorfold {info.get('commit', '?')}; {info.get('date', '')}",
-             f"Checkpoint: {args['shape']} random bf16 ({fmt((shape or {}).get('n_text', 0) / 1e6, 0)} M text + "
-             f"{fmt((shape or {}).get('n_vision', 0) / 1e6, 0)} M vision parameters); {info.get('n_pages', '?')} pages "
-             f"{info.get('page_size', '?')}, prompt {info.get('prompt_tokens', '?')} tokens "
-             f"({info.get('image_tokens', '?')} image tokens); {n} new tokens each, greedy, eos ignored",
-             f"Bounds: copy bandwidth {fmt((hw or {}).get('bw', 0) / 1e12, 2)} TB/s, bf16 matmul "
-             f"{fmt((hw or {}).get('flops', 0) / 1e12, 0)} TFLOP/s ({'measured' if (hw or {}).get('measured') else 'nominal'})"
-             "; figure / bound (ratio)",
-             "",
-             "| engine | in flight | done / sent | pages/s / bound | output tok/s / decode bound | TTFT p50 ms | "
-             "TPOT p50 ms | E2E p50 s | peak GPU MiB | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        c = r["c"]
-        b = None
-        if hw and shape and info.get("prompt_tokens"):
-            patches = (info.get("image_tokens") or 0) * shape["merge"] ** 2
-            b = bounds(shape, hw, c, info["prompt_tokens"], patches, n)
-        peak = fmt(r.get("peak_mib"), 0)
-        if r["status"] != "ok":
-            lines.append(f"| {r['engine']} | {c} | - | - | - | - | - | - | {peak if r['engine'] == 'tensorfold' else '-'} "
-                         f"| {r['status']} |")
-            continue
-        if r["engine"] == "tensorfold":
-            lv = r["level"]
-            note = []
-            if lv.get("time_limited"):
-                note.append(f"cut at {lv.get('time_limit_s', 0):.0f} s: {lv['aborted']} cut, {lv['not_sent']} not sent")
-            if lv.get("errors"):
-                note.append(f"{lv['errors']} errors: {lv.get('first_error')}")
-            lines.append(f"| tensorfold | {c} | {lv['done']} / {lv['sent']} | {vs(lv['pages_per_s'], b and b['pages_s'], 3)} | "
-                         f"{vs(lv['output_tokens_per_s'], b and b['tok_s'])} | {fmt(lv['ttft_ms']['p50'])} | "
-                         f"{fmt((lv.get('tpot_ms') or {}).get('p50'), 2)} | {fmt(lv['e2e_s']['p50'], 2)} | {peak} | {'; '.join(note)} |")
-        else:
-            note = f"cut at {r['wall']:.0f} s after {r['n_new']} tokens" if r.get("cut") else ""
-            lines.append(f"| transformers | {c} | {0 if r.get('cut') else c} / {c} | "
-                         f"{vs(r['pages_s'], b and b['pages_s'], 3)} | {vs(r['tok_s'], b and b['tok_s'])} | "
-                         f"{fmt(r['ttft_ms'])} | {fmt(r['tpot_ms'], 2)} | {fmt(r['wall'], 2)} | {peak} | {note} |")
-    lines.append("")
-    lines.append("tensorfold: `serve --backend cuda --no-drafts --cache-mb 0`, measured by `tensorfold bench --token-ids "
-                 "--ignore-eos --temperature 0` (TTFT/ITL/E2E p50 over completed requests; tok/s = tokens streamed in the "
-                 "level's wall time; TPOT = (E2E - TTFT) / (tokens - 1) per request). Transformers: one generate() of c "
-                 "pages; TTFT = its first forward (the batch's prefill), TPOT = its median step, E2E = the whole batch; "
-                 "peak = torch.cuda.max_memory_allocated. Bounds: see bench/serve/gpu_serve_bench.py.")
-    text = "\n".join(lines) + "\n"
-    os.makedirs(args["out"], exist_ok=True)
-    with open(os.path.join(args["out"], "serve_bench.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args["out"], "serve_bench.json"), "w") as f:
-        json.dump({"args": {k: v for k, v in args.items() if k != "pos"}, "report": REPORT, "rows": rows}, f, indent=1,
-                  default=str)
-    return text
+def commit():
+    """The source commit: git where the tree has .git, else $TF_COMMIT, else .gpu/commit (pack.sh writes it)."""
+    try:
+        c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           timeout=10).stdout.strip()
+        if c:
+            return c
+    except Exception:
+        pass
+    try:
+        return os.environ.get("TF_COMMIT") or open(os.path.join(ROOT, ".gpu", "commit")).read().strip()
+    except OSError:
+        return "?"
 
 
 def main(argv):
     args = parse_args(argv)
+    REPORT["args"] = args
     os.makedirs(args["out"], exist_ok=True)
     if not os.access(args["tensorfold"], os.X_OK):
         raise SystemExit(f"{args['tensorfold']}: not an executable (see the docstring)")
@@ -542,18 +414,14 @@ def main(argv):
     info = REPORT["info"]
     info.update(torch=torch.__version__, transformers=transformers.__version__,
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    try:
-        info["commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                        text=True, timeout=10).stdout.strip() or os.environ.get("TF_COMMIT", "?")
-    except Exception:
-        info["commit"] = os.environ.get("TF_COMMIT", "?")
-    rows = []
+    info["commit"] = commit()
+    rows = REPORT["rows"] = []
     work = "/tmp/tf-serve-bench"
     log(f"building {args['shape']} (budget {args['budget']:.0f} s)")
     ckpt = build_full(os.path.join(work, "ckpt"), (args["shape"],))[0]
     torch.use_deterministic_algorithms(False)
     torch.cuda.empty_cache()
-    hw = measure_hardware()
+    hw = measure_hardware(log)
     REPORT["hw"], info["gpu"] = hw, hw["gpu"]
     shape = model_shape(ckpt)
     REPORT["shape"] = shape
@@ -601,6 +469,8 @@ if __name__ == "__main__":
     except BaseException as e:  # whatever happened, the report says it
         import traceback
         traceback.print_exc()
-        REPORT["info"]["failure"] = f"{type(e).__name__}: {e}"
+        REPORT["info"]["failure"] = f"{type(e).__name__}: {str(e)[:500]}"
+        if "args" in REPORT:
+            print(write_report(REPORT["args"], REPORT.get("rows", [])), flush=True)
         print(f"gpu_serve_bench failed: {type(e).__name__}: {e}", flush=True)
         sys.exit(1)

@@ -25,5 +25,6 @@ done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|l
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar cJf .gpu/bin.tar.xz -C "$stage" .
 echo "$PWD" > .gpu/source_dir
+git rev-parse --short HEAD > .gpu/commit 2>/dev/null || true
 ls -la .gpu/bin.tar.xz
 tar tJf .gpu/bin.tar.xz
