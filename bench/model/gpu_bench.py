@@ -76,12 +76,22 @@ def hf_run(ckpt, img, n):
     return {"prompt": p, "ttft": t1, "decode": (n - 1) / (tn - t1), "ids": ids}
 
 
-def build_full(out_dir):
+# Full-size random checkpoints the oracle builds: shape name -> (family, config under tools/reference/configs, dir).
+FULL_SHAPES = {
+    "lighton-1b": ("lighton_ocr", "lightonocr-1b.lighton_ocr.config.json", "lighton-1b-random"),
+    "qwen3_5-0.8b": ("qwen3_5", "qwen3.5-0.8b.config.json", "qwen3_5-0.8b-random"),
+    "qwen3_5-4b": ("qwen3_5", "qwen3.5-4b.config.json", "qwen3_5-4b-random"),
+}
+
+
+def build_full(out_dir, shapes=("lighton-1b", "qwen3_5-0.8b")):
+    """Builds (or reuses) the named full-size random bf16 checkpoints under out_dir; returns their paths.
+    Also used by bench/serve/gpu_serve_bench.py."""
     import checkpoints
     from common import deterministic
     made = []
-    for family, cfg, name in (("lighton_ocr", "lightonocr-1b.lighton_ocr.config.json", "lighton-1b-random"),
-                              ("qwen3_5", "qwen3.5-0.8b.config.json", "qwen3_5-0.8b-random")):
+    for shape in shapes:
+        family, cfg, name = FULL_SHAPES[shape]
         path = os.path.join(out_dir, name)
         if not os.path.exists(os.path.join(path, "config.json")):
             deterministic()

@@ -3,6 +3,8 @@
 # stripped test_backend, test_models, tensorfold and stage_diff, plus the shared libraries they need
 # beyond glibc and libstdc++, into .gpu/bin.tar.xz (git-ignored; carried by the device call).
 #   tools/cuda_check/pack.sh [BUILD_DIR]     (default build-cuda, configured with TF_CUDA=ON)
+# PACK_BINS="tensorfold" packs only those (relative to BUILD_DIR; bench/serve/gpu_serve_bench.py needs only
+# tensorfold, so only that target has to be built).
 # PACK_RUNTIME=1 adds tests/test_runtime (prompt cache, drafts, engine on TF_TEST_BACKEND=cuda); the pack then
 # nears the device call's 64 MiB limit together with the working tree (57.8 MiB): check `du -b` first.
 set -euo pipefail
@@ -11,17 +13,18 @@ B=${1:-build-cuda}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tests" "$stage/tools/stage_diff" "$stage/lib" .gpu
-bins="tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff"
+bins=${PACK_BINS:-"tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff"}
 [ "${PACK_RUNTIME:-0}" = 1 ] && bins="$bins tests/test_runtime"
 for f in $bins; do
   strip --strip-all -o "$stage/$f" "$B/$f"
 done
 # Libraries outside the C/C++ runtime, resolved here (the GPU image may lack or differ in them).
 for f in "$stage/tensorfold" "$stage/tests/test_models"; do
-  ldd "$f" | awk '/=> \//{print $3}'
+  if [ -e "$f" ]; then ldd "$f" | awk '/=> \//{print $3}'; fi
 done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar cJf .gpu/bin.tar.xz -C "$stage" .
 echo "$PWD" > .gpu/source_dir
+git rev-parse --short HEAD > .gpu/commit 2>/dev/null || true
 ls -la .gpu/bin.tar.xz
 tar tJf .gpu/bin.tar.xz
