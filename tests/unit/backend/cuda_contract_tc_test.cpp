@@ -28,10 +28,10 @@ Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* b
 }
 
 // bf16 x and w run on tensor cores (linear_tc.cu): one mma chain per element, accumulated in a
-// different order than the CPU's 8-lane f32 dot. The two f32 sums differ by at most a few f32
-// roundings of the partial sums, i.e. by c·2^-24·Σ_k|x_k w_k| (c grows with the reduction length;
-// 2^-16 covers K up to ~1e4 with a margin), and the final bf16 rounding can then land one bf16 ulp
-// apart. Tolerance per element: |cuda - cpu| <= ulp_bf16(cpu) + 2^-16 (Σ_k |x_k w_k| + |bias|). Where
+// different order than the CPU's 8-lane f32 dot, and the tensor core's internal additions are not
+// IEEE round-to-nearest (they truncate): on the H200 the two sums were measured up to
+// 0.99·2^-16·Σ_k|x_k w_k| apart (K <= 3072), and the final bf16 rounding can then land one bf16 ulp
+// apart. Tolerance per element: |cuda - cpu| <= ulp_bf16(cpu) + 2^-14 (Σ_k |x_k w_k| + |bias|). Where
 // an output cancels (|out| << Σ|x w|) that allows many ulps of the small result; a wrong kernel is
 // off by O(Σ|x w| / sqrt(K)), far outside. f32 activations or weights run the CPU's arithmetic: exact.
 bool tensor_core_linear(DType act, DType wt) { return act == kBF16 && wt == kBF16; }
@@ -51,7 +51,7 @@ std::vector<double> linear_bound(const Buffer& ref, const Buffer& x, const Buffe
       for (int64_t k = 0; k < in_f; ++k) s += static_cast<double>(xr[k]) * wr[k];
       const double r = std::fabs(load_f32(ref.view(), i * out_f + j));
       const double ulp = r > 0 ? std::ldexp(1.0, std::ilogb(r) - 7) : std::ldexp(1.0, -133);
-      bound[static_cast<size_t>(i * out_f + j)] = ulp + std::ldexp(s, -16);
+      bound[static_cast<size_t>(i * out_f + j)] = ulp + std::ldexp(s, -14);
     }
   return bound;
 }
