@@ -152,8 +152,10 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
   const bool vec =
       in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
-  if (n <= 16)  // decode and draft verification: one warp per 16 columns, the weights streamed once
-    launch_cfg<16, 16, 64, 16, 16, 6>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
+  // Decode and draft verification: one warp per 16 columns, the weights streamed once in 256-wide k
+  // tiles (BK 64 -> 256 took the 1B's batch-1 decode from 144 to 160 tok/s on the H200).
+  if (n <= 16)
+    launch_cfg<16, 16, 256, 16, 16, 4>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
   else if (n <= 128)
     launch_cfg<64, 64, 32, 32, 32, 4>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
   else
