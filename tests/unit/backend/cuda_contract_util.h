@@ -138,18 +138,7 @@ inline ::testing::AssertionResult Close(const Buffer& ref, const Buffer& got, co
   return ::testing::AssertionFailure() << what << ": not bit-identical: " << d.str();
 }
 
-// Tensor-core ops (bf16 linear and attention) are held to the CPU by a stated tolerance instead of
-// bits. NearUlp: at most `max_ulp` ulps apart, in at most `max_frac` of the elements.
-inline ::testing::AssertionResult NearUlp(const Buffer& ref, const Buffer& got, const std::string& what,
-                                          int64_t max_ulp, double max_frac) {
-  const Diff d = diff(ref, got);
-  std::printf("[ contract ] %s: %s (tolerance %lld ulp in <= %.2f%%)\n", what.c_str(), d.str().c_str(),
-              static_cast<long long>(max_ulp), 100.0 * max_frac);
-  if (d.error.empty() && d.max_ulp <= max_ulp && d.differ <= max_frac * static_cast<double>(d.n))
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": outside the tolerance: " << d.str();
-}
-
+// Tensor-core ops are held to the CPU by a stated tolerance instead of bits (cuda_contract_tc_test.cpp).
 // NearAbs: every element within abs_tol of the CPU's (values compared as f32); prints the largest
 // and the mean absolute difference.
 inline ::testing::AssertionResult NearAbs(const Buffer& ref, const Buffer& got, const std::string& what,
