@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,13 @@ struct ForwardBatch {
   bool decode_rows = false;
 };
 
+// One sequence's rows inside a step (Model::forward_step): its batch and its cache. A step holds each
+// cache at most once.
+struct Segment {
+  const ForwardBatch* batch = nullptr;
+  SequenceCache* cache = nullptr;
+};
+
 // Receives named intermediates (HF module names, e.g. "model.language_model.layers.3") as host
 // tensors in the model dtype. Shapes are the engine's ([n_rows, ...]), not always HF's.
 using CaptureFn = std::function<void(const std::string& hf_module_name, const Tensor& host)>;
@@ -101,7 +109,16 @@ class Model {
   virtual std::unique_ptr<SequenceCache> new_cache(int64_t capacity) = 0;
   // Returns host F32 logits [logit_rows.size(), vocab_size] (HF: bf16 lm_head output, .float()).
   // Errors (nothing changed in the cache): bad ids/positions, image row count mismatch.
-  virtual Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) = 0;
+  Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) {
+    const Segment seg{&batch, &cache};
+    return forward_step(std::span<const Segment>(&seg, 1));
+  }
+  // One step over the rows of several sequences (the batched engine's unit of work): every layer
+  // runs once over all rows of all segments (the linears see one matrix), attention and recurrences
+  // per segment inside the op. A row's bits never depend on the other segments, their number or
+  // order (docs/design.md, invariant 2). Returns host F32 logits [Σ logit_rows, vocab], segments in
+  // order. Every segment is checked before anything runs: an error changes no cache.
+  virtual Expected<Buffer> forward_step(std::span<const Segment> segments) = 0;
   // Null to switch capturing off.
   virtual void set_capture(CaptureFn fn) = 0;
   // Called once per sequence before its first forward, with the whole prompt and each image's

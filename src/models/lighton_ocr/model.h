@@ -33,7 +33,7 @@ class LightOnOcrModel final : public Model {
   int64_t n_image_tokens(int64_t height, int64_t width) const override;
   Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
-  Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
+  Expected<Buffer> forward_step(std::span<const Segment> segments) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
   // cache_blocks.cpp: K/V rows of every layer ([end - begin, kv_heads, head_dim] k then v per layer).
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;

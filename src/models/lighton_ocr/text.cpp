@@ -1,5 +1,5 @@
-// Qwen3 decoder over one sequence's rows with its KV cache, and the (tied) lm_head.
-// HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
+// Qwen3 decoder over the rows of one step (segments of several sequences, each with its KV cache), and the
+// (tied) lm_head. HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
 // Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; docs/lighton_ocr.md §6.
 #include <cmath>
 
@@ -10,27 +10,48 @@
 
 namespace tf::lighton_ocr {
 
-Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCache& seq_cache) {
-  auto* cache = dynamic_cast<KvCache*>(&seq_cache);
-  if (!cache) return make_error("forward: the cache was not made by this model");
+Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
   const TextConfig& t = cfg_.text;
-  const int64_t n = static_cast<int64_t>(batch.token_ids.size());
-  if (n == 0) return make_error("forward: empty batch");
-  if (batch.positions.size() != batch.token_ids.size())
-    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " +
-                      std::to_string(n) + " tokens");
-  std::vector<int32_t> image_rows;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
-    if (id < 0 || id >= t.vocab_size)
-      return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
-    if (pos < 0 || pos >= cache->capacity())
-      return make_error("forward: position " + std::to_string(pos) + " is outside the cache (capacity " +
-                        std::to_string(cache->capacity()) + ")");
-    if (id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
+  if (segs.empty()) return make_error("forward: empty step");
+  // Rows of all segments, in segment order: row r of segment s is global row off[s] + r.
+  std::vector<int32_t> token_ids, positions, image_rows, logit_rows;
+  std::vector<int64_t> off;
+  std::vector<KvCache*> caches;
+  for (const Segment& sg : segs) {
+    const ForwardBatch& batch = *sg.batch;
+    auto* cache = dynamic_cast<KvCache*>(sg.cache);
+    if (!cache) return make_error("forward: the cache was not made by this model");
+    for (const KvCache* c : caches)
+      if (c == cache) return make_error("forward: a step holds each sequence once");
+    const int64_t n = static_cast<int64_t>(batch.token_ids.size()),
+                  o = static_cast<int64_t>(token_ids.size());
+    if (n == 0) return make_error("forward: empty batch");
+    if (batch.positions.size() != batch.token_ids.size())
+      return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " +
+                        std::to_string(n) + " tokens");
+    size_t n_img = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = batch.token_ids[static_cast<size_t>(i)],
+                    pos = batch.positions[static_cast<size_t>(i)];
+      if (id < 0 || id >= t.vocab_size)
+        return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
+      if (pos < 0 || pos >= cache->capacity())
+        return make_error("forward: position " + std::to_string(pos) + " is outside the cache (capacity " +
+                          std::to_string(cache->capacity()) + ")");
+      if (id == cfg_.image_token_id) {
+        image_rows.push_back(static_cast<int32_t>(o + i));
+        ++n_img;
+      }
+    }
+    TF_TRY(check_images_and_logit_rows(batch, n_img, n, t.hidden_size, info_.dtype));
+    off.push_back(o);
+    caches.push_back(cache);
+    token_ids.insert(token_ids.end(), batch.token_ids.begin(), batch.token_ids.end());
+    positions.insert(positions.end(), batch.positions.begin(), batch.positions.end());
+    for (int32_t r : batch.logit_rows) logit_rows.push_back(static_cast<int32_t>(o + r));
   }
-  TF_TRY(check_images_and_logit_rows(batch, image_rows.size(), n, t.hidden_size, info_.dtype));
-  const int64_t n_img = static_cast<int64_t>(image_rows.size());
+  off.push_back(static_cast<int64_t>(token_ids.size()));
+  const int64_t n = off.back();
 
   Backend& b = backend_;
   const DType act = info_.dtype;
@@ -39,28 +60,33 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
   const float eps = static_cast<float>(t.rms_norm_eps);
   const std::string pre = "model.language_model";
 
-  DeviceBuffer ids = upload_i32(b, batch.token_ids);
+  DeviceBuffer ids = upload_i32(b, token_ids);
   DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the bf16 residual stream
   b.embedding(ids, w_.embed_tokens, h);
   capture(capture_, b, pre + ".embed_tokens", h);
-  if (n_img) {
-    DeviceBuffer rows = upload_i32(b, image_rows);
-    b.scatter_rows(*batch.image_embeds, rows, h);  // inputs_embeds.masked_scatter(image mask, features)
+  // inputs_embeds.masked_scatter(image mask, features), per segment
+  for (size_t s = 0, k = 0; s < segs.size(); ++s) {
+    const Tensor* emb = segs[s].batch->image_embeds;
+    if (!emb || emb->dim(0) == 0) continue;
+    const std::vector<int32_t> rows(image_rows.begin() + static_cast<int64_t>(k),
+                                    image_rows.begin() + static_cast<int64_t>(k) + emb->dim(0));
+    b.scatter_rows(*emb, upload_i32(b, rows), h);
+    k += static_cast<size_t>(emb->dim(0));
   }
   capture(capture_, b, pre + ".layers.0:input", h);
 
   const std::vector<float> inv_freq = rope_inv_freq(hd, t.rope_theta);
-  DeviceBuffer angles = upload_new(b, rope_angles_1d(batch.positions, inv_freq));  // [n_rows, hd/2]
+  DeviceBuffer angles = upload_new(b, rope_angles_1d(positions, inv_freq));  // [n_rows, hd/2]
   DeviceBuffer cos = b.alloc(act, {n, hd}), sin = b.alloc(act, {n, hd});
   b.rope_cos_sin(angles, cos, sin);
   capture(capture_, b, pre + ".rotary_emb.cos", cos);
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
-  std::vector<int32_t> ranges(static_cast<size_t>(2 * n));  // causal over this sequence's cache
+  std::vector<int32_t> ranges(static_cast<size_t>(2 * n));  // causal over each sequence's own cache
   for (int64_t i = 0; i < n; ++i)
-    ranges[static_cast<size_t>(2 * i + 1)] = batch.positions[static_cast<size_t>(i)] + 1;
+    ranges[static_cast<size_t>(2 * i + 1)] = positions[static_cast<size_t>(i)] + 1;
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
-  DeviceBuffer slots = upload_i32(b, batch.positions);
+  DeviceBuffer slots = upload_i32(b, positions);
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), q = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
@@ -81,9 +107,15 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
     const Tensor qh = q.tensor().reshaped({n, nh, hd}), kh = k.tensor().reshaped({n, nkv, hd});
     b.rope(qh, cos, sin, qh);
     b.rope(kh, cos, sin, kh);
-    b.scatter_rows(kh, slots, cache->k[l]);
-    b.scatter_rows(v.tensor().reshaped({n, nkv, hd}), slots, cache->v[l]);
-    b.attention(qh, cache->k[l], cache->v[l], dranges, scale, attn.tensor().reshaped({n, nh, hd}));
+    const Tensor vh = v.tensor().reshaped({n, nkv, hd}), ah = attn.tensor().reshaped({n, nh, hd});
+    for (size_t s = 0; s < segs.size(); ++s) {  // each segment against its own cache
+      const int64_t r0 = off[s], r1 = off[s + 1];
+      const Tensor sl = slots.tensor().slice_rows(r0, r1);
+      b.scatter_rows(kh.slice_rows(r0, r1), sl, caches[s]->k[l]);
+      b.scatter_rows(vh.slice_rows(r0, r1), sl, caches[s]->v[l]);
+      b.attention(qh.slice_rows(r0, r1), caches[s]->k[l], caches[s]->v[l],
+                  dranges.tensor().slice_rows(r0, r1), scale, ah.slice_rows(r0, r1));
+    }
     b.linear(attn, L.o_proj, bias(L.o_bias), o);
     capture(capture_, b, name + ".self_attn", o);
     b.add(h, o, h);
@@ -96,7 +128,7 @@ Expected<Buffer> LightOnOcrModel::forward(const ForwardBatch& batch, SequenceCac
   b.rms_norm(h, w_.norm, eps, RmsNormKind::kWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
 
-  return lm_head_logits(b, xn, batch.logit_rows, w_.lm_head_weight(), capture_);
+  return lm_head_logits(b, xn, logit_rows, w_.lm_head_weight(), capture_);
 }
 
 }  // namespace tf::lighton_ocr

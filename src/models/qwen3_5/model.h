@@ -88,7 +88,7 @@ class Qwen35Model final : public Model {
   // positions must be n_past .. n_past + n - 1. Multi-token batches run the chunked delta rule
   // with chunk boundaries at multiples of 64 counted from position 0; a single token on a
   // non-empty cache runs the recurrent rule (HF's decode path).
-  Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) override;
+  Expected<Buffer> forward_step(std::span<const Segment> segments) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
   // Plans M-RoPE positions (get_rope_index) for the prompt.
   Status begin_prompt(SequenceCache& cache, const std::vector<int32_t>& prompt_ids,
@@ -109,6 +109,8 @@ class Qwen35Model final : public Model {
   Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
 
  private:
+  // text.cpp: one segment's rows
+  Expected<Buffer> forward_one(const ForwardBatch& batch, SequenceCache& cache);
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);

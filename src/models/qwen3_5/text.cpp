@@ -2,6 +2,7 @@
 // (1+w) RMSNorm pre-norms, Gated DeltaNet or gated full attention, SwiGLU MLP, final norm and
 // lm_head. Text M-RoPE: cos/sin from per-row (T, H, W) positions with HF's interleaved slots.
 #include <cmath>
+#include <cstring>
 
 #include "models/layers/decoder.h"
 #include "models/layers/rope.h"
@@ -77,7 +78,27 @@ void Qwen35Model::mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t 
   b.rope_cos_sin(dang, cos, sin);
 }
 
-Expected<Buffer> Qwen35Model::forward(const ForwardBatch& batch, SequenceCache& seq_cache) {
+// TODO(issue 15): one pass over all segments' rows; for now each segment runs alone.
+Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs) {
+  if (segs.empty()) return make_error("forward: empty step");
+  std::vector<Buffer> parts;
+  int64_t rows = 0;
+  for (const Segment& sg : segs) {
+    TF_ASSIGN(Buffer lg, forward_one(*sg.batch, *sg.cache));
+    rows += lg.view().dim(0);
+    parts.push_back(std::move(lg));
+  }
+  if (parts.size() == 1) return std::move(parts[0]);
+  Buffer out(DType::F32, {rows, info_.vocab_size});
+  size_t at = 0;
+  for (const Buffer& p : parts) {
+    std::memcpy(static_cast<char*>(out.data()) + at, p.data(), p.view().nbytes());
+    at += p.view().nbytes();
+  }
+  return out;
+}
+
+Expected<Buffer> Qwen35Model::forward_one(const ForwardBatch& batch, SequenceCache& seq_cache) {
   auto* cache = dynamic_cast<Qwen35Cache*>(&seq_cache);
   if (!cache) return make_error("forward: the cache was not made by this model");
   const TextConfig& t = cfg_.text;
