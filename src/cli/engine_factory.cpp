@@ -18,6 +18,8 @@ EngineFactory engine_factory() {
     e.max_tokens = o.max_tokens;
     e.image_limits.max_pixels = o.max_image_pixels;
     e.cache_mb = o.cache_mb;
+    e.max_batch_tokens = o.max_batch_tokens;
+    e.max_queue = o.max_queue;
     TF_ASSIGN(e.drafts.mode, parse_draft_mode(o.no_drafts ? "off" : o.drafts));
     TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
     return std::unique_ptr<EngineApi>(std::move(engine));

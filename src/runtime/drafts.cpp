@@ -89,9 +89,8 @@ Status Drafter::begin(SequenceCache& cache) {
   return {};
 }
 
-Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int32_t> prompt,
-                                      std::span<const int32_t> output, const SamplingParams& sampling,
-                                      int64_t max_new) {
+Expected<Drafter::Plan> Drafter::plan(SequenceCache& cache, std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, int64_t max_new) {
   if (output.empty()) return make_error("drafts: decoding needs a sampled token to continue from");
   const int64_t pos = static_cast<int64_t>(prompt.size() + output.size()) - 1;
   // k drafts yield up to k + 1 tokens and write positions pos .. pos + k.
@@ -101,38 +100,52 @@ Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int3
     --skip_;
     k = 0;
   }
-  std::vector<int32_t> drafts;
+  Plan p;
   if (k > 0 && mode_ == DraftMode::kCopy) {
-    drafts = propose_copy(prompt, output, k, opts_.max_ngram, opts_.min_ngram,
-                          static_cast<int32_t>(model_.info().image_token_id));
+    p.drafts = propose_copy(prompt, output, k, opts_.max_ngram, opts_.min_ngram,
+                            static_cast<int32_t>(model_.info().image_token_id));
   } else if (k > 0 && mode_ == DraftMode::kMtp) {
-    TF_ASSIGN(drafts, model_.propose_mtp(cache, output.back(), k));
-    if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+    TF_ASSIGN(p.drafts, model_.propose_mtp(cache, output.back(), k));
+    if (static_cast<int>(p.drafts.size()) > k) p.drafts.resize(static_cast<size_t>(k));
   }
   // An image placeholder is never a draft: a row holding one would need image embeddings.
   const auto img =
-      std::find(drafts.begin(), drafts.end(), static_cast<int32_t>(model_.info().image_token_id));
-  drafts.erase(img, drafts.end());
-  ForwardBatch b;
+      std::find(p.drafts.begin(), p.drafts.end(), static_cast<int32_t>(model_.info().image_token_id));
+  p.drafts.erase(img, p.drafts.end());
+  ForwardBatch& b = p.batch;
   b.token_ids.push_back(output.back());
-  b.token_ids.insert(b.token_ids.end(), drafts.begin(), drafts.end());
+  b.token_ids.insert(b.token_ids.end(), p.drafts.begin(), p.drafts.end());
   for (size_t i = 0; i < b.token_ids.size(); ++i) {
     b.positions.push_back(static_cast<int32_t>(pos + static_cast<int64_t>(i)));
     b.logit_rows.push_back(static_cast<int32_t>(i));
   }
-  b.decode_rows = !drafts.empty();
+  b.decode_rows = !p.drafts.empty();
+  p.out_pos = static_cast<uint64_t>(output.size());
+  return p;
+}
+
+Expected<Drafter::Step> Drafter::complete(SequenceCache& cache, const Plan& p, Buffer logits,
+                                          const SamplingParams& sampling) {
   Step s;
-  TF_ASSIGN(s.logits, model_.forward(b, cache));
-  s.tokens = accept_drafts(s.logits, drafts, sampling, static_cast<uint64_t>(output.size()));
-  s.proposed = static_cast<int>(drafts.size());
+  s.logits = std::move(logits);
+  s.tokens = accept_drafts(s.logits, p.drafts, sampling, p.out_pos);
+  s.proposed = static_cast<int>(p.drafts.size());
   s.accepted = static_cast<int>(s.tokens.size()) - 1;
-  if (!drafts.empty()) {
-    TF_TRY(model_.rollback(cache, pos + 1 + s.accepted));
+  if (!p.drafts.empty()) {
+    TF_TRY(model_.rollback(cache, p.batch.positions.front() + 1 + s.accepted));
     backoff_ = s.accepted > 0 ? 0 : std::min(16, std::max(1, 2 * backoff_));
     skip_ = backoff_;
   }
   proposed_ += s.proposed;
   return s;
+}
+
+Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, const SamplingParams& sampling,
+                                      int64_t max_new) {
+  TF_ASSIGN(Plan p, plan(cache, prompt, output, max_new));
+  TF_ASSIGN(Buffer logits, model_.forward(p.batch, cache));
+  return complete(cache, p, std::move(logits), sampling);
 }
 
 }  // namespace tf

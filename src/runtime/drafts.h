@@ -79,6 +79,19 @@ class Drafter {
   // predecessor, as plain decoding would.
   Expected<Step> step(SequenceCache& cache, std::span<const int32_t> prompt, std::span<const int32_t> output,
                       const SamplingParams& sampling, int64_t max_new);
+  // step() in two halves, for a batched engine that puts the verification rows into a shared
+  // forward (Model::forward_step): plan() proposes the drafts and builds the rows (the last token,
+  // then the drafts; decode_rows when there are drafts), complete() takes their logits, accepts and
+  // rolls the cache back. Between them exactly one forward of plan.batch on this cache.
+  struct Plan {
+    ForwardBatch batch;
+    std::vector<int32_t> drafts;
+    uint64_t out_pos = 0;  // output position of the first verified row
+  };
+  Expected<Plan> plan(SequenceCache& cache, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                      int64_t max_new);
+  Expected<Step> complete(SequenceCache& cache, const Plan& plan, Buffer logits,
+                          const SamplingParams& sampling);
 
   DraftMode mode() const { return mode_; }
   int64_t proposed() const { return proposed_; }

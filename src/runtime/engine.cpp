@@ -7,50 +7,12 @@
 
 #include "base/log.h"
 #include "base/sha256.h"
+#include "runtime/engine_sequence.h"
 #include "text/detokenizer.h"
 
 namespace tf {
 
-using Clock = std::chrono::steady_clock;
-
-struct Engine::Sequence {
-  enum class Phase { Vision, Prefill, Decode } phase = Phase::Vision;
-  GenerationRequest req;
-  std::shared_ptr<RequestChannel> channel;
-  Clock::time_point t_start = Clock::now();
-  Prompt prompt;
-  int64_t max_tokens = 0;
-  std::vector<int32_t> eos;
-  DeviceBuffer image_embeds;
-  int64_t image_rows_done = 0;
-  std::unique_ptr<SequenceCache> cache;
-  int64_t n_prefilled = 0;
-  int64_t n_cached = 0;                 // prompt positions restored from the prompt cache
-  std::vector<std::string> block_keys;  // the prompt's block keys (prompt cache on)
-  std::vector<int32_t> output;
-  std::optional<IncrementalDetokenizer> detok;
-  std::string text_pending;        // decoded text held back while it may start a stop string
-  Buffer logits;                   // [1, vocab] of the last forward
-  std::optional<Drafter> drafter;  // set when this sequence decodes with drafts
-};
-
 namespace {
-
-EngineEvent make_event(EngineEvent::Kind kind) {
-  EngineEvent e;
-  e.kind = kind;
-  return e;
-}
-
-EngineEvent error_event(int status, std::string message, std::string code = "", std::string param = "") {
-  EngineEvent e = make_event(EngineEvent::Kind::Error);
-  e.http_status = status;
-  e.message = std::move(message);
-  e.type = status >= 500 ? "server_error" : "invalid_request_error";
-  e.code = std::move(code);
-  e.param = std::move(param);
-  return e;
-}
 
 // Length of the longest suffix of `text` that is a proper prefix of some stop string.
 size_t stop_holdback(const std::string& text, const std::vector<std::string>& stops) {
@@ -84,6 +46,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
   // chunked prefill computes the same numbers as one pass.
   e->opts_.prefill_chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  e->max_batch_tokens_ = opts.max_batch_tokens > 0
+                             ? opts.max_batch_tokens
+                             : (e->pipe_->model().backend().name() == "cpu" ? 2048 : 8192);
   TF_ASSIGN(e->draft_mode_, resolve_draft_mode(opts.drafts.mode, e->pipe_->model()));
   if (e->draft_mode_ != DraftMode::kOff)
     log_info(std::string("drafts: ") + draft_mode_name(e->draft_mode_) + ", up to " +
@@ -128,6 +93,16 @@ std::shared_ptr<RequestChannel> Engine::submit(GenerationRequest request) {
   auto ch = s->channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int64_t>(queue_.size()) >= opts_.max_queue) {
+      EngineEvent e = error_event(503,
+                                  "the server is busy: " + std::to_string(queue_.size()) +
+                                      " requests are waiting (--max-queue); retry later",
+                                  "server_busy");
+      e.retry_after_s = 1;
+      ch->push(std::move(e));
+      metrics_.finished("refused", 0, 0, 0);
+      return ch;
+    }
     queue_.push_back(std::move(s));
     metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()));
   }
@@ -309,104 +284,6 @@ void Engine::emit_token(Sequence& s, int32_t tok, std::span<const float> logits)
   s.channel->push(std::move(e));
 }
 
-// One unit of work for one sequence. Returns false when it finished (events already sent).
-bool Engine::step(Sequence& s) {
-  if (s.req.cancelled->load()) {
-    finish(s, "client-left");
-    return false;
-  }
-  Model& m = pipe_->model();
-  const ModelInfo& info = m.info();
-  if (s.phase == Sequence::Phase::Vision) {
-    // Only images with rows after the resume point; identical images come from the vision cache.
-    auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done, s.req.cancelled.get());
-    if (!emb.ok() && s.req.cancelled->load()) {
-      finish(s, "client-left");
-      return false;
-    }
-    if (!emb.ok()) {
-      s.channel->push(error_event(400, emb.error().message));
-      finish(s, "error");
-      return false;
-    }
-    s.image_embeds = std::move(emb).value();
-    s.phase = Sequence::Phase::Prefill;
-    return true;
-  }
-  if (s.phase == Sequence::Phase::Decode) return decode(s);
-  ForwardBatch b;
-  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
-  Tensor slice;
-  if (s.phase == Sequence::Phase::Prefill) {
-    int64_t begin = s.n_prefilled, end = std::min(n_prompt, begin + opts_.prefill_chunk);
-    int64_t n_img = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      b.token_ids.push_back(s.prompt.ids[i]);
-      b.positions.push_back(static_cast<int32_t>(i));
-      n_img += s.prompt.ids[i] == info.image_token_id && !s.image_embeds.empty();
-    }
-    if (n_img > 0) {
-      slice = s.image_embeds.tensor().slice_rows(s.image_rows_done, s.image_rows_done + n_img);
-      b.image_embeds = &slice;
-      s.image_rows_done += n_img;
-    }
-    if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
-    b.keep_block_states = cache_ != nullptr;
-    s.n_prefilled = end;
-  }
-  auto logits = m.forward(b, *s.cache);
-  if (!logits.ok()) {
-    s.channel->push(error_event(400, logits.error().message));
-    finish(s, "error");
-    return false;
-  }
-  cache_prompt_blocks(s.block_keys, *s.cache, b.positions.front(), b.positions.back() + 1);
-  if (b.logit_rows.empty()) return true;  // more prefill to do
-  s.phase = Sequence::Phase::Decode;
-  s.logits = std::move(logits).value();
-  std::span<const float> row(s.logits.as<float>(), static_cast<size_t>(info.vocab_size));
-  int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
-  return take_token(s, tok, row);
-}
-
-bool Engine::decode(Sequence& s) {
-  Model& m = pipe_->model();
-  const int64_t vocab = m.info().vocab_size;
-  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
-  if (s.drafter) {
-    const int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
-    auto st = s.drafter->step(*s.cache, s.prompt.ids, s.output, s.req.sampling, left);
-    if (!st.ok()) {
-      s.channel->push(error_event(500, st.error().message));
-      finish(s, "error");
-      return false;
-    }
-    // Tokens one at a time through the same stop checks as plain decoding, so a stop cuts exactly
-    // where it would have cut there.
-    for (size_t i = 0; i < st->tokens.size(); ++i) {
-      if (static_cast<int>(i) < st->accepted) s.drafter->count_accepted(1);  // before finish() reads it
-      std::span<const float> row(st->logits.as<float>() + i * static_cast<size_t>(vocab),
-                                 static_cast<size_t>(vocab));
-      if (!take_token(s, st->tokens[i], row)) return false;
-    }
-    return true;
-  }
-  ForwardBatch b;
-  b.token_ids = {s.output.back()};
-  b.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
-  b.logit_rows = {0};
-  auto logits = m.forward(b, *s.cache);
-  if (!logits.ok()) {
-    s.channel->push(error_event(400, logits.error().message));
-    finish(s, "error");
-    return false;
-  }
-  s.logits = std::move(logits).value();
-  std::span<const float> row(s.logits.as<float>(), static_cast<size_t>(vocab));
-  int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
-  return take_token(s, tok, row);
-}
-
 bool Engine::take_token(Sequence& s, int32_t tok, std::span<const float> row) {
   s.output.push_back(tok);
   emit_token(s, tok, row);
@@ -433,37 +310,6 @@ bool Engine::take_token(Sequence& s, int32_t tok, std::span<const float> row) {
     return false;
   }
   return true;
-}
-
-void Engine::loop() {
-  std::vector<std::unique_ptr<Sequence>> active;
-  for (;;) {
-    std::vector<std::unique_ptr<Sequence>> incoming;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
-      if (stop_) return;
-      while (!queue_.empty() && static_cast<int>(active.size() + incoming.size()) < opts_.parallel) {
-        incoming.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()));
-    }
-    for (auto& s : incoming) {
-      if (s->req.cancelled->load()) {
-        finish(*s, "client-left");
-        continue;
-      }
-      admit(s);
-      if (s) active.push_back(std::move(s));
-    }
-    auto t0 = Clock::now();
-    for (auto& s : active)
-      if (!step(*s)) s.reset();
-    std::erase_if(active, [](const auto& s) { return !s; });
-    metrics_.set_active(static_cast<int64_t>(active.size()));
-    metrics_.step_seconds(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
 }
 
 }  // namespace tf

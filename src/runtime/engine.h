@@ -1,8 +1,9 @@
 // The engine: one thread owns the model; HTTP threads submit requests and read events from a
-// per-request channel. Continuous batching over up to `parallel` sequences: every step gives each
-// active sequence one unit of work (vision encode, one prefill chunk, or one decode token), so new
-// requests start while others decode. A sequence's numbers never depend on what else is active
-// (each forward is computed for its own rows; docs/design.md, invariant 2).
+// per-request channel. Continuous batching over up to `parallel` sequences: each step is ONE
+// forward (Model::forward_step) over the rows of every running sequence — the decode rows of all
+// decoding sequences (plus their drafts), then prefill chunks while the step's token budget lasts —
+// so the weights are read once per step, not once per sequence. New requests start while others
+// decode. A sequence's numbers never depend on what else is in the step (docs/design.md, invariant 2).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -33,6 +34,11 @@ struct EngineOptions {
   std::optional<int64_t> max_tokens;
   ImageLimits image_limits;
   int64_t prefill_chunk = 256;
+  // Rows one step may hold (--max-batch-tokens): decode rows first, then prefill chunks. 0: the
+  // default (2048 on the CPU, 8192 on a GPU). At least one prefill chunk always runs.
+  int64_t max_batch_tokens = 0;
+  // Requests waiting for a slot (--max-queue); past it a request is refused with 503 at once.
+  int64_t max_queue = 1024;
   // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
   // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
   double cache_mb = 1024;
@@ -54,19 +60,26 @@ class Engine final : public EngineApi {
   Expected<std::string> detokenize(const std::vector<int32_t>& ids) override;
   std::string metrics_text() const override;
 
-  struct Sequence;  // engine-thread state of one request
+  struct Sequence;  // engine-thread state of one request (engine_sequence.h)
+  struct Work;      // one sequence's rows in a step
 
  private:
   Engine() = default;
   void loop();
   Expected<Prompt> build_prompt(const GenerationRequest& r) const;
   void admit(std::unique_ptr<Sequence>& s);
-  bool step(Sequence& s);  // false when the sequence finished
+  // engine_step.cpp: one step over the active sequences (finished ones are reset).
+  void run_step(std::vector<std::unique_ptr<Sequence>>& active);
+  // Vision phase: encodes the images (false when the sequence finished).
+  bool run_vision(Sequence& s);
+  // The rows of a prefill chunk of at most max_rows (false: none fit) / of a decode step.
+  bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
+  Status plan_decode(Sequence& s, Work& w);
+  // After the forward: caches prompt blocks, samples and emits; false when the sequence finished.
+  bool finish_work(Work& w, const float* logits);
   void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
   // Appends and emits one sampled token, then applies the stop conditions; false when finished.
   bool take_token(Sequence& s, int32_t tok, std::span<const float> logits);
-  // One decode step: the last token (plus drafts when the sequence drafts). False when finished.
-  bool decode(Sequence& s);
   void finish(Sequence& s, const std::string& reason);
   // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
   // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
@@ -88,6 +101,7 @@ class Engine final : public EngineApi {
   int64_t context_ = 0;
   DraftMode draft_mode_ = DraftMode::kOff;  // resolved from opts_.drafts.mode
   int64_t created_ = 0;
+  int64_t max_batch_tokens_ = 0;  // resolved opts_.max_batch_tokens
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> queue_;

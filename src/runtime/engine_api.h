@@ -74,6 +74,7 @@ struct EngineEvent {
   // Error: HTTP status and OpenAI error fields.
   int http_status = 0;
   std::string message, type, param, code;
+  int retry_after_s = 0;  // > 0: a Retry-After header (503 when the queue is full)
 };
 
 // One request's event queue: the engine pushes, the HTTP thread pops.

@@ -37,6 +37,13 @@ void EngineMetrics::set_prompt_cache(int64_t bytes, int64_t blocks, int64_t evic
   cache_evicted_ = evicted;
 }
 
+void EngineMetrics::step_rows(int64_t rows, int64_t sequences) {
+  std::lock_guard<std::mutex> lock(mu_);
+  forward_steps_++;
+  step_rows_ += rows;
+  step_sequences_ += sequences;
+}
+
 void EngineMetrics::step_seconds(double s) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < kBuckets.size(); ++i)
@@ -83,6 +90,15 @@ std::string EngineMetrics::text() const {
     << cache_evicted_ << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
+  o << "# HELP tensorfold_forward_steps_total Forward steps (one forward over every running sequence).\n"
+       "# TYPE tensorfold_forward_steps_total counter\ntensorfold_forward_steps_total "
+    << forward_steps_ << "\n";
+  o << "# HELP tensorfold_step_rows_total Rows computed by forward steps (rows per step = this / steps).\n"
+       "# TYPE tensorfold_step_rows_total counter\ntensorfold_step_rows_total "
+    << step_rows_ << "\n";
+  o << "# HELP tensorfold_step_sequences_total Sequences in forward steps, summed over steps.\n"
+       "# TYPE tensorfold_step_sequences_total counter\ntensorfold_step_sequences_total "
+    << step_sequences_ << "\n";
   o << "# HELP tensorfold_step_seconds Engine step time.\n# TYPE tensorfold_step_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i)
     o << "tensorfold_step_seconds_bucket{le=\"" << kBuckets[i] << "\"} " << bucket_counts_[i] << "\n";

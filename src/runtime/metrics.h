@@ -12,6 +12,8 @@ class EngineMetrics {
  public:
   void finished(const std::string& reason, int64_t prompt, int64_t output, int64_t cached);
   void step_seconds(double s);
+  // Rows and sequences of one forward step (the batch the weights were read for).
+  void step_rows(int64_t rows, int64_t sequences);
   // Draft tokens proposed and accepted (emitted) by a finished request.
   void drafts(int64_t proposed, int64_t accepted);
   // Prompt cache: one lookup per admitted request (hit: some prefix was restored), one per image
@@ -32,7 +34,7 @@ class EngineMetrics {
   int64_t cache_bytes_ = 0, cache_blocks_ = 0, cache_evicted_ = 0;
   static constexpr std::array<double, 10> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
   std::array<int64_t, kBuckets.size()> bucket_counts_{};
-  int64_t step_count_ = 0;
+  int64_t step_count_ = 0, forward_steps_ = 0, step_rows_ = 0, step_sequences_ = 0;
   double step_sum_ = 0;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
 };

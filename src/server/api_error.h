@@ -9,9 +9,10 @@ namespace tf {
 struct ApiError {
   int status = 400;
   std::string message;
-  std::string param;  // empty: null
-  std::string code;   // empty: null
-  std::string type;   // empty: derived from status (invalid_request_error, authentication_error, ...)
+  std::string param;      // empty: null
+  std::string code;       // empty: null
+  std::string type;       // empty: derived from status (invalid_request_error, authentication_error, ...)
+  int retry_after_s = 0;  // > 0: sent as a Retry-After header
 };
 
 // A client-supplied string as it may appear inside an error message: control characters escaped

@@ -106,7 +106,7 @@ struct Flight {
 };
 
 ApiError engine_error(const EngineEvent& e) {
-  ApiError err{e.http_status ? e.http_status : 500, e.message, e.param, e.code, e.type};
+  ApiError err{e.http_status ? e.http_status : 500, e.message, e.param, e.code, e.type, e.retry_after_s};
   if (err.message.empty()) err.message = "the engine failed this request";
   return err;
 }

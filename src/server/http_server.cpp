@@ -136,7 +136,10 @@ void send_json(httplib::Response& res, int status, const ordered_json& body) {
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_json(e)); }
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  send_json(res, e.status, error_json(e));
+}
 
 std::shared_ptr<EngineApi> ServerState::ready_engine(httplib::Response& res) const {
   auto e = engine();

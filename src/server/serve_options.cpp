@@ -60,6 +60,11 @@ const FlagSpec kFlags[] = {
     {"--max-image-pixels", "N", "largest image (width*height, read from its header) (default: 89478485)"},
     {"--allowed-media-dir", "DIR", "allow file:// image URLs under DIR (default: file:// refused)"},
     {"--cache-mb", "N", "prompt-cache budget in MiB (default: 1024)"},
+    {"--max-batch-tokens", "N",
+     "rows one engine step may compute (decode rows first, then prefill chunks); 0 = 2048 on the CPU, "
+     "8192 on a GPU (default: 0)"},
+    {"--max-queue", "N",
+     "requests waiting for a slot; past it a request gets 503 + Retry-After (default: 1024)"},
     {"--no-drafts", nullptr, "disable draft (speculative) decoding (default: drafts on)"},
     {"--drafts", "auto|copy|mtp|off",
      "draft source: copy = prompt lookup, mtp = the checkpoint's MTP layers, auto = mtp where the "
@@ -111,6 +116,10 @@ Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
     o.allowed_media_dir = v;
   } else if (flag == "--cache-mb") {
     TF_ASSIGN(o.cache_mb, parse_int(flag, v, 0, int64_t{1} << 30));
+  } else if (flag == "--max-batch-tokens") {
+    TF_ASSIGN(o.max_batch_tokens, parse_int(flag, v, 0, int64_t{1} << 24));
+  } else if (flag == "--max-queue") {
+    TF_ASSIGN(o.max_queue, parse_int(flag, v, 0, int64_t{1} << 24));
   } else if (flag == "--vision") {
     o.vision = true;
   } else if (flag == "--no-thinking") {

@@ -28,6 +28,8 @@ struct ServeOptions {
   int64_t max_image_pixels = 89'478'485;  // PIL's MAX_IMAGE_PIXELS
   std::string allowed_media_dir;          // empty: file:// image URLs are refused
   int64_t cache_mb = 1024;                // prompt-cache budget
+  int64_t max_batch_tokens = 0;           // rows per engine step; 0: the backend's default
+  int64_t max_queue = 1024;               // waiting requests before 503
   bool no_drafts = false;
   std::string drafts = "auto";  // auto | copy | mtp | off (runtime/drafts.h); --no-drafts = off
 

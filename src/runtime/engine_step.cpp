@@ -1,0 +1,225 @@
+// The batched step (runtime/engine.h): the engine thread's loop, and one step = one forward over
+// the rows of every running sequence. Decode rows (with drafts) go first, then prefill chunks while
+// the token budget lasts. Chunks end on multiples of 64 from position 0 (or at the prompt's end), so
+// a prompt's rows are the same whether it was prefilled in one pass or in budget-cut chunks; and the
+// forward computes each segment's rows independently of the others (Model::forward_step), so a
+// request's output never depends on what shared its steps.
+#include <algorithm>
+
+#include "base/log.h"
+#include "runtime/engine_sequence.h"
+
+namespace tf {
+
+bool Engine::run_vision(Sequence& s) {
+  // Only images with rows after the resume point; identical images come from the vision cache.
+  auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done, s.req.cancelled.get());
+  if (!emb.ok() && s.req.cancelled->load()) {
+    finish(s, "client-left");
+    return false;
+  }
+  if (!emb.ok()) {
+    s.channel->push(error_event(400, emb.error().message));
+    finish(s, "error");
+    return false;
+  }
+  s.image_embeds = std::move(emb).value();
+  s.phase = Sequence::Phase::Prefill;
+  return true;
+}
+
+bool Engine::plan_prefill(Sequence& s, int64_t max_rows, Work& w) {
+  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size()), B = 64;
+  const int64_t begin = s.n_prefilled;
+  int64_t end = std::min({n_prompt, begin + opts_.prefill_chunk, begin + max_rows});
+  if (end < n_prompt) end = end / B * B;  // chunk ends stay on multiples of 64 from position 0
+  if (end <= begin) return false;
+  const int32_t image_token = static_cast<int32_t>(pipe_->info().image_token_id);
+  ForwardBatch& b = w.batch;
+  int64_t n_img = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    b.token_ids.push_back(s.prompt.ids[static_cast<size_t>(i)]);
+    b.positions.push_back(static_cast<int32_t>(i));
+    n_img += s.prompt.ids[static_cast<size_t>(i)] == image_token && !s.image_embeds.empty();
+  }
+  w.image_rows_after = s.image_rows_done;
+  if (n_img > 0) {
+    w.image_slice = s.image_embeds.tensor().slice_rows(s.image_rows_done, s.image_rows_done + n_img);
+    w.image_rows_after += n_img;
+  }
+  if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
+  b.keep_block_states = cache_ != nullptr;
+  w.s = &s;
+  w.prefill = true;
+  return true;
+}
+
+Status Engine::plan_decode(Sequence& s, Work& w) {
+  w.s = &s;
+  w.prefill = false;
+  if (s.drafter) {
+    const int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
+    TF_ASSIGN(Drafter::Plan p, s.drafter->plan(*s.cache, s.prompt.ids, s.output, left));
+    w.batch = p.batch;
+    w.plan = std::move(p);
+    return {};
+  }
+  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
+  w.batch.token_ids = {s.output.back()};
+  w.batch.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
+  w.batch.logit_rows = {0};
+  return {};
+}
+
+bool Engine::finish_work(Work& w, const float* logits) {
+  Sequence& s = *w.s;
+  const int64_t vocab = pipe_->info().vocab_size;
+  if (w.prefill) {
+    s.n_prefilled = w.batch.positions.back() + 1;
+    s.image_rows_done = w.image_rows_after;
+    cache_prompt_blocks(s.block_keys, *s.cache, w.batch.positions.front(), s.n_prefilled);
+    if (w.batch.logit_rows.empty()) return true;  // more prefill to do
+    s.phase = Sequence::Phase::Decode;
+    std::span<const float> row(logits, static_cast<size_t>(vocab));
+    const int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
+    return take_token(s, tok, row);
+  }
+  if (w.plan) {
+    const int64_t rows = static_cast<int64_t>(w.batch.logit_rows.size());
+    Buffer lg(DType::F32, {rows, vocab});
+    std::copy(logits, logits + rows * vocab, lg.as<float>());
+    auto st = s.drafter->complete(*s.cache, *w.plan, std::move(lg), s.req.sampling);
+    if (!st.ok()) {
+      s.channel->push(error_event(500, st.error().message));
+      finish(s, "error");
+      return false;
+    }
+    // Tokens one at a time through the same stop checks as plain decoding, so a stop cuts exactly
+    // where it would have cut there.
+    for (size_t i = 0; i < st->tokens.size(); ++i) {
+      if (static_cast<int>(i) < st->accepted) s.drafter->count_accepted(1);  // before finish() reads it
+      std::span<const float> row(st->logits.as<float>() + i * static_cast<size_t>(vocab),
+                                 static_cast<size_t>(vocab));
+      if (!take_token(s, st->tokens[i], row)) return false;
+    }
+    return true;
+  }
+  std::span<const float> row(logits, static_cast<size_t>(vocab));
+  const int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
+  return take_token(s, tok, row);
+}
+
+void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
+  // Clients that left, and the vision phase (the encoder runs before the sequence's first chunk).
+  for (auto& sp : active) {
+    Sequence& s = *sp;
+    if (s.req.cancelled->load()) {
+      finish(s, "client-left");
+      sp.reset();
+      continue;
+    }
+    if (s.phase == Sequence::Phase::Vision && !run_vision(s)) sp.reset();
+  }
+  std::erase_if(active, [](const auto& s) { return !s; });
+
+  // Decode rows first, then prefill chunks within the budget (admission order inside each).
+  std::vector<Work> work;
+  work.reserve(active.size());
+  int64_t budget = max_batch_tokens_;
+  for (auto& sp : active) {
+    if (sp->phase != Sequence::Phase::Decode) continue;
+    Work w;
+    if (Status st = plan_decode(*sp, w); !st.ok()) {
+      sp->channel->push(error_event(500, st.error().message));
+      finish(*sp, "error");
+      sp.reset();
+      continue;
+    }
+    budget -= static_cast<int64_t>(w.batch.token_ids.size());
+    work.push_back(std::move(w));
+  }
+  for (auto& sp : active) {
+    if (!sp || sp->phase != Sequence::Phase::Prefill) continue;
+    const bool first = std::none_of(work.begin(), work.end(), [](const Work& w) { return w.prefill; });
+    Work w;
+    // A step always makes progress on some prefill: the first chunk may exceed what is left.
+    if (!plan_prefill(*sp, first ? std::max<int64_t>(budget, 64) : budget, w)) continue;
+    budget -= static_cast<int64_t>(w.batch.token_ids.size());
+    work.push_back(std::move(w));
+  }
+  std::erase_if(active, [](const auto& s) { return !s; });
+  if (work.empty()) return;
+
+  Model& m = pipe_->model();
+  const int64_t vocab = m.info().vocab_size;
+  std::vector<Segment> segs;
+  int64_t n_rows = 0;
+  for (Work& w : work) {
+    if (w.image_slice.data) w.batch.image_embeds = &w.image_slice;  // now that w stays put
+    segs.push_back({&w.batch, w.s->cache.get()});
+    n_rows += static_cast<int64_t>(w.batch.token_ids.size());
+  }
+  metrics_.step_rows(n_rows, static_cast<int64_t>(work.size()));
+  auto logits = m.forward_step(segs);
+  std::vector<Buffer> alone(work.size());  // per-work logits when the step had to be split
+  std::vector<const Sequence*> done;       // finished in this step
+  if (!logits.ok()) {
+    // The step checks every segment before it runs anything: find the bad ones by running each
+    // alone (rows do not depend on the step they run in, so the good ones lose nothing).
+    log_warn("step of " + std::to_string(work.size()) + " sequences refused (" + logits.error().message +
+             "); running them one by one");
+    for (size_t i = 0; i < work.size(); ++i) {
+      auto one = m.forward(work[i].batch, *work[i].s->cache);
+      if (one.ok()) {
+        alone[i] = std::move(one).value();
+        continue;
+      }
+      work[i].s->channel->push(error_event(400, one.error().message));
+      finish(*work[i].s, "error");
+      done.push_back(work[i].s);
+      work[i].s = nullptr;
+    }
+  }
+  const float* row = logits.ok() ? logits->as<float>() : nullptr;
+  for (size_t i = 0; i < work.size(); ++i) {
+    Work& w = work[i];
+    const int64_t rows = static_cast<int64_t>(w.batch.logit_rows.size());
+    const float* mine = logits.ok() ? row : alone[i].as<float>();
+    if (logits.ok()) row += rows * vocab;
+    if (!w.s) continue;
+    if (!finish_work(w, mine)) done.push_back(w.s);
+  }
+  std::erase_if(active,
+                [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });
+}
+
+void Engine::loop() {
+  std::vector<std::unique_ptr<Sequence>> active;
+  for (;;) {
+    std::vector<std::unique_ptr<Sequence>> incoming;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
+      if (stop_) return;
+      while (!queue_.empty() && static_cast<int>(active.size() + incoming.size()) < opts_.parallel) {
+        incoming.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      metrics_.set_queue_depth(static_cast<int64_t>(queue_.size()));
+    }
+    for (auto& s : incoming) {
+      if (s->req.cancelled->load()) {
+        finish(*s, "client-left");
+        continue;
+      }
+      admit(s);
+      if (s) active.push_back(std::move(s));
+    }
+    auto t0 = Clock::now();
+    run_step(active);
+    metrics_.set_active(static_cast<int64_t>(active.size()));
+    metrics_.step_seconds(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+}
+
+}  // namespace tf
