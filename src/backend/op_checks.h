@@ -44,6 +44,18 @@ inline AttentionDims attention(const Tensor& q, const Tensor& k, const Tensor& v
   return a;
 }
 
+// paged_attention: as attention with k/v the block pool [n_blocks * kKvBlock, kv_heads, d] (n_k = its
+// rows), tables[n_seg, max_blocks] I32, seg_rows[n_seg + 1] I32.
+inline AttentionDims paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                     const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                                     const Tensor& out) {
+  const AttentionDims a = attention(q, k_pool, v_pool, key_ranges, out);
+  TF_CHECK(a.n_k % kKvBlock == 0);
+  TF_CHECK(tables.dtype == DType::I32 && tables.rank() == 2 && tables.dim(0) > 0 && tables.dim(1) > 0);
+  TF_CHECK(seg_rows.dtype == DType::I32 && seg_rows.numel() == tables.dim(0) + 1);
+  return a;
+}
+
 // rope: x[n, heads, d] act, cos/sin[n, r] act with r even, r <= d (partial rotary); out like x.
 struct RopeDims {
   int64_t n, heads, d, r;

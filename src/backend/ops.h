@@ -28,6 +28,10 @@ namespace tf {
 
 class Backend;
 
+// Positions per block of the paged K/V pool (Backend::paged_attention) and of the prompt cache:
+// Qwen3.5's delta-rule chunk, so block ends are where chunked prefill keeps its recurrent states.
+inline constexpr int64_t kKvBlock = 64;
+
 // Owning handle to backend memory (device memory on CUDA, host memory on CPU). Move-only; freed
 // through its backend. A buffer made by Backend::import_host may alias host memory it does not own
 // (zero-copy weights on the CPU backend); then destruction frees nothing.
@@ -94,6 +98,8 @@ class Backend {
   virtual DeviceBuffer import_host(const Tensor& host) = 0;
   // Wait for queued work (no-op on CPU).
   virtual void synchronize() = 0;
+  // Device memory not in use (a GPU's free memory; 0 on the CPU, whose memory is the host's).
+  virtual size_t free_device_memory() { return 0; }
   virtual void free_memory(void* data) = 0;  // used by DeviceBuffer
 
   // ---- ops ----------------------------------------------------------------------------------
@@ -144,6 +150,19 @@ class Backend {
   // ulp from this. The eager path differs further: it rounds QK^T to bf16.)
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
                          float scale, const Tensor& out) = 0;
+
+  // paged_attention: attention over K/V kept in a pool of kKvBlock-row blocks shared by many
+  // sequences (the batched engine's KV cache). k_pool/v_pool[n_blocks * kKvBlock, kv_heads, d] act;
+  // tables[n_seg, max_blocks] I32: each segment's block ids in position order (entries past a
+  // segment's blocks are ignored); seg_rows[n_seg + 1] I32: the query rows of segment s are
+  // [seg_rows[s], seg_rows[s + 1]) (varlen, like flash-attn's cu_seqlens; seg_rows[0] = 0,
+  // seg_rows[n_seg] = n_q); key_ranges[n_q, 2] in the row's logical positions: logical key j of segment s is
+  // pool row tables[s][j / kKvBlock] * kKvBlock + j % kKvBlock. Each row's result is bit for bit what
+  // attention() gives over its keys laid out contiguously, so it depends on neither the pool layout
+  // nor the other segments.
+  virtual void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                               float scale, const Tensor& out) = 0;
 
   // act_mul: the gated MLP's act_fn(gate_proj(x)) * up_proj(x): out = rnd(a(gate) * up), a(gate)
   // as ActKind states (materialised in act, then the product rounded: two roundings for kSilu).

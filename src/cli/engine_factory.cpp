@@ -20,6 +20,7 @@ EngineFactory engine_factory() {
     e.cache_mb = o.cache_mb;
     e.max_batch_tokens = o.max_batch_tokens;
     e.max_queue = o.max_queue;
+    e.kv_cache_mb = static_cast<double>(o.kv_cache_mb);
     TF_ASSIGN(e.drafts.mode, parse_draft_mode(o.no_drafts ? "off" : o.drafts));
     TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
     return std::unique_ptr<EngineApi>(std::move(engine));

@@ -48,13 +48,22 @@ class SequenceCache {
   virtual int64_t capacity() const = 0;  // positions [0, capacity) can be written
 };
 
-// A copy of one sequence's decoder state over positions [begin, end), the prompt cache's unit
+// Blocks of a paged K/V pool (models/layers/kv_pool.h) that a prompt-cache block shares with the
+// sequences that wrote or restored them; the references go when this goes.
+struct SharedBlocks {
+  virtual ~SharedBlocks() = default;
+  std::vector<int32_t> ids;
+};
+
+// One sequence's decoder state over positions [begin, end), the prompt cache's unit
 // (runtime/prefix_cache.h): the K/V rows of every attention layer and, for recurrent families, the
-// conv window and recurrent state after position end - 1. Tensor order is the family's; memory is
-// the backend's (snapshot and restore are device-to-device copies, Backend::copy).
+// conv window and recurrent state after position end - 1. With a paged K/V pool the rows are the
+// pool's own blocks, shared (`shared`, no copy); otherwise, and for recurrent states, copies in
+// `tensors` (family order, backend memory: Backend::copy).
 struct CacheBlock {
   int64_t begin = 0, end = 0;
   std::vector<DeviceBuffer> tensors;
+  std::unique_ptr<SharedBlocks> shared;
   size_t nbytes() const {
     size_t n = 0;
     for (const auto& t : tensors) n += t.tensor().nbytes();
@@ -106,7 +115,23 @@ class Model {
   // Vision tower + projector over several images (each attends only to itself). Returns device
   // [Σ n_image_tokens, hidden_size], images in order, tokens row-major over each merged grid.
   virtual Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) = 0;
+  // A cache for positions [0, capacity). With a paged K/V pool nothing is allocated yet: blocks are
+  // taken as positions are reserved (reserve(), or forward_step for what a segment writes).
   virtual std::unique_ptr<SequenceCache> new_cache(int64_t capacity) = 0;
+
+  // ---- paged K/V pool (families that have one; models/layers/kv_pool.h) -------------------------
+  struct KvPoolStats {
+    int64_t blocks = 0, free = 0;  // blocks = 0: no pool (per-sequence caches)
+    size_t block_bytes = 0;        // one block of kKvBlock positions over every layer
+  };
+  // Sizes the pool: before the first new_cache (error afterwards). Without it the first new_cache
+  // makes a pool of max(1024, 64 sequences of its capacity) blocks.
+  virtual Status set_kv_pool_blocks(int64_t /*n_blocks*/) { return {}; }
+  virtual size_t kv_block_bytes() const { return 0; }
+  virtual KvPoolStats kv_pool_stats() const { return {}; }
+  // Makes positions [0, n_positions) of the cache writable. False when the pool has no free block
+  // left (the blocks taken so far stay with the cache).
+  virtual bool reserve(SequenceCache& /*cache*/, int64_t /*n_positions*/) { return true; }
   // Returns host F32 logits [logit_rows.size(), vocab_size] (HF: bf16 lm_head output, .float()).
   // Errors (nothing changed in the cache): bad ids/positions, image row count mismatch.
   Expected<Buffer> forward(const ForwardBatch& batch, SequenceCache& cache) {

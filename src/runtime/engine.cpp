@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include <unistd.h>
+
 #include "base/log.h"
 #include "base/sha256.h"
 #include "runtime/engine_sequence.h"
@@ -49,6 +51,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   e->max_batch_tokens_ = opts.max_batch_tokens > 0
                              ? opts.max_batch_tokens
                              : (e->pipe_->model().backend().name() == "cpu" ? 2048 : 8192);
+  TF_TRY(e->size_kv_pool());
   TF_ASSIGN(e->draft_mode_, resolve_draft_mode(opts.drafts.mode, e->pipe_->model()));
   if (e->draft_mode_ != DraftMode::kOff)
     log_info(std::string("drafts: ") + draft_mode_name(e->draft_mode_) + ", up to " +
@@ -65,6 +68,37 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
            " top_p=" + std::to_string(d.sampling.top_p) + " top_k=" + std::to_string(d.sampling.top_k));
   e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
   return e;
+}
+
+Status Engine::size_kv_pool() {
+  Model& m = pipe_->model();
+  const size_t block = m.kv_block_bytes();
+  if (block == 0) return {};  // per-sequence caches
+  const int64_t per_seq = (context_ + kKvBlock - 1) / kKvBlock;
+  const int64_t most = per_seq * std::max(1, opts_.parallel);  // every slot at the full context
+  int64_t n = 0;
+  std::string why;
+  if (opts_.kv_cache_mb > 0) {
+    n = static_cast<int64_t>(opts_.kv_cache_mb * 1048576.0 / static_cast<double>(block));
+    why = "--kv-cache-mb";
+  } else if (size_t free = m.backend().free_device_memory(); free > 0) {
+    const double room = 0.9 * static_cast<double>(free) - 2.0 * 1073741824.0;
+    n = std::min<int64_t>(most, static_cast<int64_t>(std::max(0.0, room) / static_cast<double>(block)));
+    why = "90% of free GPU memory less 2 GiB, at most " + std::to_string(opts_.parallel) + " full contexts";
+  } else {
+    const double phys =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    n = std::min<int64_t>(most, static_cast<int64_t>(0.25 * phys / static_cast<double>(block)));
+    why = "a quarter of physical memory, at most " + std::to_string(opts_.parallel) + " full contexts";
+  }
+  if (n < 1)
+    return make_error("the K/V pool gets no block of " + std::to_string(block >> 10) + " KiB (" + why + ")");
+  TF_TRY(m.set_kv_pool_blocks(n));
+  log_info("K/V pool: " + std::to_string(n) + " blocks of " + std::to_string(kKvBlock) + " positions (" +
+           std::to_string(n * kKvBlock) + " positions, " +
+           std::to_string(static_cast<int64_t>(n * block) >> 20) + " MiB; " + why + ")");
+  metrics_.set_kv_blocks(n, n, 0);
+  return {};
 }
 
 Engine::~Engine() {
@@ -206,30 +240,49 @@ void Engine::admit(std::unique_ptr<Sequence>& sp) {
   if (!given.seed) sp_.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   s.eos = d.eos_token_ids;
   s.detok.emplace(pipe_->tokenizer(), /*skip_special_tokens=*/true);
-  s.cache = pipe_->model().new_cache(n + s.max_tokens);
-  std::vector<std::vector<int64_t>> grids;
-  for (const auto& im : s.prompt.images) grids.push_back(im.grid_thw);
-  if (Status st = pipe_->model().begin_prompt(*s.cache, s.prompt.ids, grids); !st.ok()) {
-    s.channel->push(error_event(400, st.error().message));
+  // The paged K/V pool must hold the prompt alone (a sequence that later runs out while alone in
+  // the engine ends with "length"; with others it is preempted and recomputed).
+  const Model::KvPoolStats pool = pipe_->model().kv_pool_stats();
+  if (pool.blocks > 0 && (n + 1 + kKvBlock - 1) / kKvBlock > pool.blocks) {
+    s.channel->push(error_event(400,
+                                "the prompt has " + std::to_string(n) + " tokens; the K/V pool holds " +
+                                    std::to_string(pool.blocks * kKvBlock) + " positions (" +
+                                    std::to_string(pool.blocks) + " blocks of " + std::to_string(kKvBlock) +
+                                    "; --kv-cache-mb)",
+                                "kv_cache_exceeded", "messages"));
     finish(s, "error");
     sp.reset();
     return;
   }
-  s.n_cached = resume_from_cache(s.prompt, *s.cache, s.block_keys);
-  s.n_prefilled = s.n_cached;
-  if (draft_mode_ != DraftMode::kOff && s.req.use_drafts) {
+  if (draft_mode_ != DraftMode::kOff && s.req.use_drafts)
     s.drafter.emplace(pipe_->model(), draft_mode_, opts_.drafts);
-    if (Status st = s.drafter->begin(*s.cache); !st.ok()) {
-      s.channel->push(error_event(500, st.error().message));
-      finish(s, "error");
-      sp.reset();
-      return;
-    }
+  if (Status st = start_cache(s); !st.ok()) {
+    s.channel->push(error_event(st.error().message.rfind("drafts", 0) == 0 ? 500 : 400, st.error().message));
+    finish(s, "error");
+    sp.reset();
+    return;
   }
-  s.phase = s.prompt.images.empty() ? Sequence::Phase::Prefill : Sequence::Phase::Vision;
   EngineEvent started = make_event(EngineEvent::Kind::Started);
   started.prompt_ids = s.prompt.ids;
   s.channel->push(std::move(started));
+}
+
+Status Engine::start_cache(Sequence& s) {
+  Model& m = pipe_->model();
+  s.cache.reset();  // a preempted sequence's blocks go back first
+  s.cache = m.new_cache(static_cast<int64_t>(s.prompt.ids.size()) + s.max_tokens);
+  std::vector<std::vector<int64_t>> grids;
+  for (const auto& im : s.prompt.images) grids.push_back(im.grid_thw);
+  TF_TRY(m.begin_prompt(*s.cache, s.prompt.ids, grids));
+  s.n_cached = resume_from_cache(s.prompt, *s.cache, s.block_keys);
+  s.n_prefilled = s.n_cached;
+  s.n_replayed = 0;
+  s.image_embeds.reset();
+  s.image_rows_done = 0;
+  if (s.drafter)
+    if (Status st = s.drafter->begin(*s.cache); !st.ok()) return make_error("drafts: " + st.error().message);
+  s.phase = s.prompt.images.empty() ? Sequence::Phase::Prefill : Sequence::Phase::Vision;
+  return {};
 }
 
 void Engine::finish(Sequence& s, const std::string& reason) {
@@ -300,16 +353,20 @@ bool Engine::take_token(Sequence& s, int32_t tok, std::span<const float> row) {
     }
   }
   if (static_cast<int64_t>(s.output.size()) >= s.max_tokens) {
-    std::string tail = s.detok->finish();
-    if (!tail.empty() || !s.text_pending.empty()) {
-      EngineEvent e = make_event(EngineEvent::Kind::Token);
-      e.text = s.text_pending + tail;
-      s.channel->push(std::move(e));
-    }
-    finish(s, "length");
+    finish_length(s);
     return false;
   }
   return true;
+}
+
+void Engine::finish_length(Sequence& s) {
+  std::string tail = s.detok->finish();
+  if (!tail.empty() || !s.text_pending.empty()) {
+    EngineEvent e = make_event(EngineEvent::Kind::Token);
+    e.text = s.text_pending + tail;
+    s.channel->push(std::move(e));
+  }
+  finish(s, "length");
 }
 
 }  // namespace tf

@@ -39,6 +39,10 @@ struct EngineOptions {
   int64_t max_batch_tokens = 0;
   // Requests waiting for a slot (--max-queue); past it a request is refused with 503 at once.
   int64_t max_queue = 1024;
+  // The paged K/V pool in MiB (--kv-cache-mb). 0: on a GPU 90 % of the memory free after the
+  // weights less 2 GiB of working space; on the CPU a quarter of physical memory; at most what
+  // `parallel` sequences of the full context need either way.
+  double kv_cache_mb = 0;
   // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
   // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
   double cache_mb = 1024;
@@ -75,12 +79,28 @@ class Engine final : public EngineApi {
   // The rows of a prefill chunk of at most max_rows (false: none fit) / of a decode step.
   bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
   Status plan_decode(Sequence& s, Work& w);
+  bool plan_replay(Sequence& s, int64_t max_rows, Work& w);
   // After the forward: caches prompt blocks, samples and emits; false when the sequence finished.
   bool finish_work(Work& w, const float* logits);
   void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
   // Appends and emits one sampled token, then applies the stop conditions; false when finished.
   bool take_token(Sequence& s, int32_t tok, std::span<const float> logits);
   void finish(Sequence& s, const std::string& reason);
+  // Ends a sequence at max_tokens (or when the pool cannot grow it alone), flushing held text.
+  void finish_length(Sequence& s);
+  // A fresh cache for the sequence (resumed from the prompt cache where it can be); the phase goes
+  // back to the vision or prefill start. Used at admission and after a preemption.
+  Status start_cache(Sequence& s);
+  // Sizes the model's paged K/V pool from --kv-cache-mb or the memory there is.
+  Status size_kv_pool();
+  // engine_step.cpp: the pool blocks every planned row needs, evicting prompt-cache blocks and then
+  // preempting the most recently admitted sequences until they fit; drops the work of those.
+  void reserve_blocks(std::vector<Work>& work, std::vector<std::unique_ptr<Sequence>>& active);
+  // Frees the sequence's blocks and requeues it at the front; it recomputes its prompt and output
+  // when readmitted (its output does not change: rows never depend on the batch).
+  void preempt(std::unique_ptr<Sequence>& s);
+  // Positions a (re)admitted sequence needs before it decodes: prompt + output so far.
+  int64_t blocks_to_start(const Sequence& s) const;
   // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
   // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
   int64_t resume_from_cache(const Prompt& p, SequenceCache& cache, std::vector<std::string>& keys);
@@ -102,6 +122,7 @@ class Engine final : public EngineApi {
   DraftMode draft_mode_ = DraftMode::kOff;  // resolved from opts_.drafts.mode
   int64_t created_ = 0;
   int64_t max_batch_tokens_ = 0;  // resolved opts_.max_batch_tokens
+  int64_t admitted_ = 0;          // admission counter (preemption takes the newest first)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> queue_;

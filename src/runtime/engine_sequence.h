@@ -15,7 +15,9 @@ namespace tf {
 using Clock = std::chrono::steady_clock;
 
 struct Engine::Sequence {
-  enum class Phase { Vision, Prefill, Decode } phase = Phase::Vision;
+  // Replay: after a preemption, the output tokens before the last are recomputed (as decode rows)
+  // once the prompt is; then decoding continues where it stopped.
+  enum class Phase { Vision, Prefill, Replay, Decode } phase = Phase::Vision;
   GenerationRequest req;
   std::shared_ptr<RequestChannel> channel;
   Clock::time_point t_start = Clock::now();
@@ -32,6 +34,9 @@ struct Engine::Sequence {
   std::optional<IncrementalDetokenizer> detok;
   std::string text_pending;        // decoded text held back while it may start a stop string
   std::optional<Drafter> drafter;  // set when this sequence decodes with drafts
+  int64_t admit_order = 0;         // larger: admitted later
+  bool preempted = false;          // waiting in the queue for readmission
+  int64_t n_replayed = 0;          // Replay: output tokens recomputed so far
 };
 
 // One sequence's share of a step: a prefill chunk, or its decode rows (the last token, plus drafts
@@ -39,6 +44,7 @@ struct Engine::Sequence {
 struct Engine::Work {
   Sequence* s = nullptr;
   bool prefill = false;
+  bool replay = false;  // output rows recomputed after a preemption
   ForwardBatch batch;
   Tensor image_slice;  // the chunk's image rows (batch.image_embeds is pointed here before the forward)
   std::optional<Drafter::Plan> plan;  // decode with drafts

@@ -47,10 +47,27 @@ bool Engine::plan_prefill(Sequence& s, int64_t max_rows, Work& w) {
     w.image_slice = s.image_embeds.tensor().slice_rows(s.image_rows_done, s.image_rows_done + n_img);
     w.image_rows_after += n_img;
   }
-  if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
+  // The prompt's last row starts the output (unless the output exists: a preempted sequence).
+  if (end == n_prompt && s.output.empty()) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
   b.keep_block_states = cache_ != nullptr;
   w.s = &s;
   w.prefill = true;
+  return true;
+}
+
+bool Engine::plan_replay(Sequence& s, int64_t max_rows, Work& w) {
+  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
+  const int64_t last = static_cast<int64_t>(s.output.size()) - 1;  // output[last] is the next input
+  const int64_t begin = s.n_replayed, end = std::min({last, begin + opts_.prefill_chunk, begin + max_rows});
+  if (end <= begin) return false;
+  for (int64_t i = begin; i < end; ++i) {
+    w.batch.token_ids.push_back(s.output[static_cast<size_t>(i)]);
+    w.batch.positions.push_back(static_cast<int32_t>(n_prompt + i));
+  }
+  // Computed as decoding computed them (recurrent families: the one-token rule, row by row).
+  w.batch.decode_rows = true;
+  w.s = &s;
+  w.replay = true;
   return true;
 }
 
@@ -74,10 +91,19 @@ Status Engine::plan_decode(Sequence& s, Work& w) {
 bool Engine::finish_work(Work& w, const float* logits) {
   Sequence& s = *w.s;
   const int64_t vocab = pipe_->info().vocab_size;
+  if (w.replay) {
+    s.n_replayed = w.batch.positions.back() + 1 - static_cast<int64_t>(s.prompt.ids.size());
+    if (s.n_replayed + 1 == static_cast<int64_t>(s.output.size())) s.phase = Sequence::Phase::Decode;
+    return true;
+  }
   if (w.prefill) {
     s.n_prefilled = w.batch.positions.back() + 1;
     s.image_rows_done = w.image_rows_after;
     cache_prompt_blocks(s.block_keys, *s.cache, w.batch.positions.front(), s.n_prefilled);
+    if (s.n_prefilled == static_cast<int64_t>(s.prompt.ids.size()) && !s.output.empty()) {
+      s.phase = s.output.size() > 1 ? Sequence::Phase::Replay : Sequence::Phase::Decode;
+      return true;
+    }
     if (w.batch.logit_rows.empty()) return true;  // more prefill to do
     s.phase = Sequence::Phase::Decode;
     std::span<const float> row(logits, static_cast<size_t>(vocab));
@@ -139,15 +165,19 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     work.push_back(std::move(w));
   }
   for (auto& sp : active) {
-    if (!sp || sp->phase != Sequence::Phase::Prefill) continue;
-    const bool first = std::none_of(work.begin(), work.end(), [](const Work& w) { return w.prefill; });
+    if (!sp || (sp->phase != Sequence::Phase::Prefill && sp->phase != Sequence::Phase::Replay)) continue;
+    const bool first =
+        std::none_of(work.begin(), work.end(), [](const Work& w) { return w.prefill || w.replay; });
     Work w;
     // A step always makes progress on some prefill: the first chunk may exceed what is left.
-    if (!plan_prefill(*sp, first ? std::max<int64_t>(budget, 64) : budget, w)) continue;
+    const int64_t rows = first ? std::max<int64_t>(budget, 64) : budget;
+    if (sp->phase == Sequence::Phase::Replay ? !plan_replay(*sp, rows, w) : !plan_prefill(*sp, rows, w))
+      continue;
     budget -= static_cast<int64_t>(w.batch.token_ids.size());
     work.push_back(std::move(w));
   }
   std::erase_if(active, [](const auto& s) { return !s; });
+  reserve_blocks(work, active);
   if (work.empty()) return;
 
   Model& m = pipe_->model();
@@ -193,6 +223,60 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
                 [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });
 }
 
+void Engine::reserve_blocks(std::vector<Work>& work, std::vector<std::unique_ptr<Sequence>>& active) {
+  Model& m = pipe_->model();
+  for (;;) {
+    Work* short_of = nullptr;
+    for (Work& w : work)
+      if (!m.reserve(*w.s->cache, w.batch.positions.back() + 1)) {
+        short_of = &w;
+        break;
+      }
+    if (!short_of) break;
+    if (cache_ && cache_->evict_lru_shared()) continue;  // cached prompt blocks go first
+    if (active.size() <= 1) {
+      // Alone and out of blocks: the pool is this sequence's context limit.
+      Sequence& s = *short_of->s;
+      if (s.phase == Sequence::Phase::Decode) {
+        finish_length(s);
+      } else {
+        s.channel->push(error_event(400, "the K/V pool (--kv-cache-mb) cannot hold this sequence"));
+        finish(s, "error");
+      }
+      work.clear();
+      active.clear();
+      return;
+    }
+    // Preempt the most recently admitted sequence (maybe the one that is short).
+    auto victim = std::max_element(active.begin(), active.end(), [](const auto& a, const auto& b) {
+      return a->admit_order < b->admit_order;
+    });
+    const Sequence* v = victim->get();
+    std::erase_if(work, [&](const Work& w) { return w.s == v; });
+    preempt(*victim);
+    std::erase_if(active, [](const auto& s) { return !s; });
+  }
+  metrics_.set_kv_blocks(m.kv_pool_stats().blocks, m.kv_pool_stats().free,
+                         cache_ ? static_cast<int64_t>(cache_->n_shared_blocks()) : 0);
+}
+
+void Engine::preempt(std::unique_ptr<Sequence>& sp) {
+  Sequence& s = *sp;
+  log_info(s.req.id + " preempted (K/V pool full) after " + std::to_string(s.output.size()) +
+           " tokens; it is recomputed when blocks free up");
+  metrics_.preempted();
+  s.cache.reset();
+  s.image_embeds.reset();
+  s.preempted = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_front(std::move(sp));
+}
+
+int64_t Engine::blocks_to_start(const Sequence& s) const {
+  const int64_t n = static_cast<int64_t>(s.prompt.ids.size() + s.output.size()) + 1;
+  return (n + kKvBlock - 1) / kKvBlock;
+}
+
 void Engine::loop() {
   std::vector<std::unique_ptr<Sequence>> active;
   for (;;) {
@@ -202,6 +286,13 @@ void Engine::loop() {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
       if (stop_) return;
       while (!queue_.empty() && static_cast<int>(active.size() + incoming.size()) < opts_.parallel) {
+        // A preempted sequence comes back once the pool can hold what it had (others keep going).
+        const Sequence& f = *queue_.front();
+        if (f.preempted && !active.empty()) {
+          const Model::KvPoolStats ps = pipe_->model().kv_pool_stats();
+          const int64_t spare = ps.free + (cache_ ? static_cast<int64_t>(cache_->n_shared_blocks()) : 0);
+          if (spare < blocks_to_start(f)) break;
+        }
         incoming.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -212,8 +303,19 @@ void Engine::loop() {
         finish(*s, "client-left");
         continue;
       }
-      admit(s);
-      if (s) active.push_back(std::move(s));
+      if (s->preempted) {
+        s->preempted = false;
+        if (Status st = start_cache(*s); !st.ok()) {
+          s->channel->push(error_event(500, st.error().message));
+          finish(*s, "error");
+          continue;
+        }
+      } else {
+        admit(s);
+      }
+      if (!s) continue;
+      s->admit_order = ++admitted_;
+      active.push_back(std::move(s));
     }
     auto t0 = Clock::now();
     run_step(active);

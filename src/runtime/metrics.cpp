@@ -90,6 +90,16 @@ std::string EngineMetrics::text() const {
     << cache_evicted_ << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
+  o << "# HELP tensorfold_kv_blocks K/V pool blocks of " << 64
+    << " positions.\n# TYPE tensorfold_kv_blocks gauge\n"
+    << "tensorfold_kv_blocks{state=\"total\"} " << kv_total_.load() << "\n"
+    << "tensorfold_kv_blocks{state=\"free\"} " << kv_free_.load() << "\n"
+    << "tensorfold_kv_blocks{state=\"used\"} " << kv_total_.load() - kv_free_.load() << "\n"
+    << "tensorfold_kv_blocks{state=\"prompt_cache\"} " << kv_cached_.load() << "\n";
+  o << "# HELP tensorfold_preemptions_total Sequences preempted when the K/V pool ran out (recomputed "
+       "later).\n"
+       "# TYPE tensorfold_preemptions_total counter\ntensorfold_preemptions_total "
+    << preemptions_.load() << "\n";
   o << "# HELP tensorfold_forward_steps_total Forward steps (one forward over every running sequence).\n"
        "# TYPE tensorfold_forward_steps_total counter\ntensorfold_forward_steps_total "
     << forward_steps_ << "\n";

@@ -14,6 +14,13 @@ class EngineMetrics {
   void step_seconds(double s);
   // Rows and sequences of one forward step (the batch the weights were read for).
   void step_rows(int64_t rows, int64_t sequences);
+  // Paged K/V pool: blocks in all, free, held by the prompt cache; preemptions.
+  void set_kv_blocks(int64_t total, int64_t free, int64_t cached) {
+    kv_total_ = total;
+    kv_free_ = free;
+    kv_cached_ = cached;
+  }
+  void preempted() { ++preemptions_; }
   // Draft tokens proposed and accepted (emitted) by a finished request.
   void drafts(int64_t proposed, int64_t accepted);
   // Prompt cache: one lookup per admitted request (hit: some prefix was restored), one per image
@@ -37,6 +44,7 @@ class EngineMetrics {
   int64_t step_count_ = 0, forward_steps_ = 0, step_rows_ = 0, step_sequences_ = 0;
   double step_sum_ = 0;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
+  std::atomic<int64_t> kv_total_{0}, kv_free_{0}, kv_cached_{0}, preemptions_{0};
 };
 
 }  // namespace tf

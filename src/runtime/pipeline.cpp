@@ -161,7 +161,11 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   }
   r.vision_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  auto cache = m.new_cache(n_prompt + opts.max_tokens);
+  // One sequence at a time: a paged K/V pool (sized once, at the first generation) of one context.
+  const int64_t cap = n_prompt + opts.max_tokens;
+  (void)m.set_kv_pool_blocks(
+      (std::max(cap, std::min<int64_t>(info.max_position_embeddings, 32768)) + kKvBlock - 1) / kKvBlock);
+  auto cache = m.new_cache(cap);
   std::vector<std::vector<int64_t>> grids;
   for (const auto& im : prompt.images) grids.push_back(im.grid_thw);
   TF_TRY(m.begin_prompt(*cache, prompt.ids, grids));

@@ -86,7 +86,17 @@ bool PrefixCache::insert(const std::vector<std::string>& keys, size_t i, CacheBl
   touch(raw);
   bytes_ += need;
   ++n_blocks_;
+  if (raw->block.shared) n_shared_ += raw->block.shared->ids.size();
   return true;
+}
+
+bool PrefixCache::evict_lru_shared() {
+  for (const auto& [tick, e] : lru_)
+    if (e.node && e.node->children.empty() && e.node->block.shared) {
+      evict(Entry(e));
+      return true;
+    }
+  return false;
 }
 
 const DeviceBuffer* PrefixCache::find_image(const std::string& identity) {
@@ -144,6 +154,7 @@ void PrefixCache::evict(const Entry& e) {
   Node* n = e.node;
   bytes_ -= n->block.nbytes();
   --n_blocks_;
+  if (n->block.shared) n_shared_ -= n->block.shared->ids.size();
   lru_.erase(n->tick);
   const std::string key = n->key;
   n->parent->children.erase(key);  // frees the node and its block

@@ -43,6 +43,12 @@ class PrefixCache {
   const DeviceBuffer* find_image(const std::string& identity);
   bool insert_image(const std::string& identity, DeviceBuffer embeds);
 
+  // Paged K/V: cached blocks hold pool blocks (CacheBlock::shared) outside the byte budget. When the
+  // pool runs dry the engine evicts the least recently used such leaf; false when none is left.
+  bool evict_lru_shared();
+  // Pool blocks the cached prompt blocks hold references to.
+  size_t n_shared_blocks() const { return n_shared_; }
+
   size_t bytes() const { return bytes_; }
   size_t budget() const { return budget_; }
   size_t n_blocks() const { return n_blocks_; }
@@ -72,7 +78,7 @@ class PrefixCache {
   bool make_room(size_t need, const Node* keep);
   void evict(const Entry& e);
 
-  size_t budget_ = 0, bytes_ = 0, n_blocks_ = 0;
+  size_t budget_ = 0, bytes_ = 0, n_blocks_ = 0, n_shared_ = 0;
   int64_t n_evicted_ = 0;
   uint64_t clock_ = 0;
   Node root_;

@@ -63,6 +63,9 @@ const FlagSpec kFlags[] = {
     {"--max-batch-tokens", "N",
      "rows one engine step may compute (decode rows first, then prefill chunks); 0 = 2048 on the CPU, "
      "8192 on a GPU (default: 0)"},
+    {"--kv-cache-mb", "N",
+     "paged K/V pool in MiB; 0 = 90% of free GPU memory less 2 GiB (CPU: a quarter of RAM), at most "
+     "--parallel full contexts (default: 0)"},
     {"--max-queue", "N",
      "requests waiting for a slot; past it a request gets 503 + Retry-After (default: 1024)"},
     {"--no-drafts", nullptr, "disable draft (speculative) decoding (default: drafts on)"},
@@ -118,6 +121,8 @@ Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
     TF_ASSIGN(o.cache_mb, parse_int(flag, v, 0, int64_t{1} << 30));
   } else if (flag == "--max-batch-tokens") {
     TF_ASSIGN(o.max_batch_tokens, parse_int(flag, v, 0, int64_t{1} << 24));
+  } else if (flag == "--kv-cache-mb") {
+    TF_ASSIGN(o.kv_cache_mb, parse_int(flag, v, 0, int64_t{1} << 30));
   } else if (flag == "--max-queue") {
     TF_ASSIGN(o.max_queue, parse_int(flag, v, 0, int64_t{1} << 24));
   } else if (flag == "--vision") {

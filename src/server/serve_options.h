@@ -30,6 +30,7 @@ struct ServeOptions {
   int64_t cache_mb = 1024;                // prompt-cache budget
   int64_t max_batch_tokens = 0;           // rows per engine step; 0: the backend's default
   int64_t max_queue = 1024;               // waiting requests before 503
+  int64_t kv_cache_mb = 0;                // paged K/V pool; 0: from the memory there is
   bool no_drafts = false;
   std::string drafts = "auto";  // auto | copy | mtp | off (runtime/drafts.h); --no-drafts = off
 

@@ -1,7 +1,11 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
@@ -19,9 +23,19 @@ class CpuBackend final : public Backend {
     size_t n = t.nbytes();
     size_t bytes = (n + 63) / 64 * 64;
     if (bytes == 0) bytes = 64;
-    void* p = std::aligned_alloc(64, bytes);
-    TF_CHECK(p != nullptr);
-    std::memset(p, 0, bytes);
+    void* p = nullptr;
+    if (bytes >= kMapBytes) {
+      // Large buffers (the K/V pool) are mapped: zero pages cost nothing until written, so a pool
+      // sized for the worst case takes memory only as sequences fill it.
+      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      TF_CHECK(p != MAP_FAILED);
+      std::lock_guard<std::mutex> lock(map_mu_);
+      mapped_[p] = bytes;
+    } else {
+      p = std::aligned_alloc(64, bytes);
+      TF_CHECK(p != nullptr);
+      std::memset(p, 0, bytes);
+    }
     t.data = p;
     return DeviceBuffer(this, t);
   }
@@ -33,7 +47,17 @@ class CpuBackend final : public Backend {
   }
   DeviceBuffer import_host(const Tensor& host) override { return DeviceBuffer(nullptr, host); }
   void synchronize() override {}
-  void free_memory(void* data) override { std::free(data); }
+  void free_memory(void* data) override {
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      if (auto it = mapped_.find(data); it != mapped_.end()) {
+        ::munmap(data, it->second);
+        mapped_.erase(it);
+        return;
+      }
+    }
+    std::free(data);
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
     cpu::linear(pool_, x, w, bias, out);
@@ -49,6 +73,11 @@ class CpuBackend final : public Backend {
   }
   void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
     cpu::rope(pool_, x, cos, sin, out);
+  }
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
+                       const Tensor& seg_rows, const Tensor& key_ranges, float scale,
+                       const Tensor& out) override {
+    cpu::paged_attention(pool_, q, k_pool, v_pool, tables, seg_rows, key_ranges, scale, out);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
                  const Tensor& out) override {
@@ -112,7 +141,10 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  static constexpr size_t kMapBytes = size_t{64} << 20;
   ThreadPool& pool_;
+  std::mutex map_mu_;
+  std::unordered_map<void*, size_t> mapped_;
 };
 
 }  // namespace

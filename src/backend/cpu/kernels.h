@@ -11,6 +11,9 @@ void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor
                 const Tensor& out);
 void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin);
 void rope(ThreadPool& pool, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
+void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                     const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges, float scale,
+                     const Tensor& out);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
                float scale, const Tensor& out);
 void act_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out);

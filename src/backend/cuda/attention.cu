@@ -17,17 +17,35 @@ constexpr int kMaxHeadDim = 512;
 template <class T>
 __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                  const int32_t* __restrict__ ranges, float scale, T* __restrict__ out,
-                                 int64_t heads, int64_t kv_heads, int64_t d) {
+                                 int64_t heads, int64_t kv_heads, int64_t d,
+                                 const int32_t* __restrict__ tables, int64_t max_blocks,
+                                 const int32_t* __restrict__ seg_rows, int64_t n_seg) {
   extern __shared__ float ps[];  // [blockDim.x] probabilities of the current tile
   __shared__ float qs[kMaxHeadDim];
   __shared__ float red[32];
   __shared__ float l_sh;
   const int64_t t = blockIdx.x, i = t / heads, h = t % heads, kh = h / (heads / kv_heads);
   const int64_t b = ranges[2 * i], e = ranges[2 * i + 1];
+  // Paged (paged_attention): logical key j of the row's segment lives at a row of the block pool.
+  const int32_t* table = nullptr;
+  if (tables) {
+    int64_t lo = 0, hi = n_seg;  // the segment s with seg_rows[s] <= i < seg_rows[s + 1]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (seg_rows[mid] <= i)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    table = tables + lo * max_blocks;
+  }
+  auto row_of = [&](int64_t j) {
+    return table ? static_cast<int64_t>(table[j / kKvBlock]) * kKvBlock + j % kKvBlock : j;
+  };
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = to_f(q[t * d + c]);
   __syncthreads();
   auto score = [&](int64_t j) {
-    const T* kr = k + (j * kv_heads + kh) * d;
+    const T* kr = k + (row_of(j) * kv_heads + kh) * d;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t c = 0; c < d; ++c) acc[c & 7] += qs[c] * to_f(kr[c]);
     return combine8(acc) * scale;
@@ -52,7 +70,7 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
       for (int64_t jj = 0; jj < len; ++jj) l += ps[jj];
     if (c < d)
       for (int64_t jj = 0; jj < len; ++jj)
-        acc += rnd<T>(ps[jj]) * to_f(v[((j0 + jj) * kv_heads + kh) * d + c]);
+        acc += rnd<T>(ps[jj]) * to_f(v[(row_of(j0 + jj) * kv_heads + kh) * d + c]);
     __syncthreads();
   }
   if (threadIdx.x == 0) l_sh = l;
@@ -75,7 +93,27 @@ void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Te
   TF_DISPATCH_ACT(q.dtype, T, {
     attention_kernel<T><<<static_cast<unsigned>(n_q * heads), threads, threads * sizeof(float), s>>>(
         ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const int32_t>(key_ranges), scale, ptr<T>(out),
-        heads, kv_heads, d);
+        heads, kv_heads, d, nullptr, 0, nullptr, 0);
+    TF_CUDA_LAUNCHED();
+  });
+}
+
+void launch_paged_attention(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                            const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                            float scale, const Tensor& out) {
+  const opcheck::AttentionDims a =
+      opcheck::paged_attention(q, k_pool, v_pool, tables, seg_rows, key_ranges, out);
+  const int64_t n_q = a.n_q, heads = a.heads, d = a.d, kv_heads = a.kv_heads;
+  TF_CHECK(d <= kMaxHeadDim);
+  if (n_q == 0 || heads == 0) return;
+  if (attention_tc_applies(q, d))
+    return launch_paged_attention_tc(s, q, k_pool, v_pool, tables, seg_rows, key_ranges, scale, out);
+  const int threads = d <= 128 ? 128 : (d <= 256 ? 256 : 512);
+  TF_DISPATCH_ACT(q.dtype, T, {
+    attention_kernel<T><<<static_cast<unsigned>(n_q * heads), threads, threads * sizeof(float), s>>>(
+        ptr<const T>(q), ptr<const T>(k_pool), ptr<const T>(v_pool), ptr<const int32_t>(key_ranges), scale,
+        ptr<T>(out), heads, kv_heads, d, ptr<const int32_t>(tables), tables.dim(1),
+        ptr<const int32_t>(seg_rows), tables.dim(0));
     TF_CUDA_LAUNCHED();
   });
 }

@@ -18,6 +18,7 @@
 // range end) sees fully masked tiles, which leave m, l and acc bit-for-bit unchanged (α = 1 exactly,
 // p = 0). So a row's bits do not depend on which rows share its block, how many there are, or how its
 // sequence was chunked into calls.
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/common.cuh"
@@ -48,7 +49,9 @@ template <int DP, int BN>
 __global__ void __launch_bounds__(128)
     attention_tc_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                         const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
-                        bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d) {
+                        bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                        const int32_t* __restrict__ tables, int max_blocks,
+                        const int32_t* __restrict__ seg_rows, int n_seg) {
   constexpr int LD = AttnCfg<DP, BN>::kLd, NS = BN / 8, NO = DP / 8;
   extern __shared__ __align__(16) bf16_t smem[];
   const int warps = blockDim.x / 32, bm = 16 * warps;
@@ -56,20 +59,49 @@ __global__ void __launch_bounds__(128)
   bf16_t* ks = qs + bm * LD;      // [2][BN][LD]
   bf16_t* vs = ks + 2 * BN * LD;  // [2][BN][LD]
   __shared__ int rb[64], re[64], pass_b, pass_e;
+  __shared__ int64_t tile_i0;
+  __shared__ int tile_rows, tile_seg;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.y, kh = h / (heads / kv_heads);
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * bm;
   const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
+  // This block's query rows: bm consecutive rows, or (paged) up to bm rows of ONE segment: tile x
+  // is the x-th bm-row piece when every segment is cut into pieces of bm from its first row.
+  if (threadIdx.x == 0) {
+    int64_t i0 = static_cast<int64_t>(blockIdx.x) * bm;
+    int rows = static_cast<int>(n_q - i0 < bm ? n_q - i0 : bm), seg = 0;
+    if (seg_rows) {
+      rows = 0;
+      int left = static_cast<int>(blockIdx.x);
+      for (int s = 0; s < n_seg; ++s) {
+        const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bm - 1) / bm;
+        if (left < nt) {
+          seg = s;
+          i0 = seg_rows[s] + static_cast<int64_t>(left) * bm;
+          rows = static_cast<int>(seg_rows[s + 1] - i0 < bm ? seg_rows[s + 1] - i0 : bm);
+          break;
+        }
+        left -= nt;
+      }
+    }
+    tile_i0 = i0;
+    tile_rows = rows > 0 ? rows : 0;
+    tile_seg = seg;
+  }
+  __syncthreads();
+  const int64_t i0 = tile_i0;
+  const int n_rows = tile_rows;
+  if (n_rows == 0) return;  // the whole block: a grid bound past the last piece
+  const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
   // Query tile (zero rows past n_q, zero columns past d) and the rows' ranges.
   for (int c = threadIdx.x; c < bm * (DP / 8); c += blockDim.x) {
     const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
-    const bool ok = i0 + r < n_q && dc < d;
+    const bool ok = r < n_rows && dc < d;
     cp_async16(qs + r * LD + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
   }
   cp_async_commit();
   for (int r = threadIdx.x; r < bm; r += blockDim.x) {
-    const bool ok = i0 + r < n_q;
+    const bool ok = r < n_rows;
     rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
     re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
   }
@@ -87,9 +119,11 @@ __global__ void __launch_bounds__(128)
     bf16_t* vd = vs + buf * BN * LD;
     for (int c = threadIdx.x; c < BN * (DP / 8); c += blockDim.x) {
       const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
-      const int64_t j = j0 + r;
-      const bool ok = j < e && j < n_k && dc < d;
-      const int64_t off = j * kv_stride + static_cast<int64_t>(kh) * d + dc;
+      const int64_t j = j0 + r;  // logical key; its row in k/v (through the block table when paged)
+      const int64_t row =
+          table && j < e ? static_cast<int64_t>(table[j / kKvBlock]) * kKvBlock + j % kKvBlock : j;
+      const bool ok = j < e && row < n_k && dc < d;
+      const int64_t off = row * kv_stride + static_cast<int64_t>(kh) * d + dc;
       cp_async16(kd + r * LD + dc, ok ? k + off : k, ok);
       cp_async16(vd + r * LD + dc, ok ? v + off : v, ok);
     }
@@ -210,20 +244,30 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const int rr = c / 2;
-      const int64_t i = i0 + (rr ? r_hi : r_lo);
+      const int r = rr ? r_hi : r_lo;
+      const int64_t i = i0 + r;
       const int col = a * 8 + 2 * t + c % 2;
-      if (i >= n_q || col >= d) continue;
+      if (r >= n_rows || col >= d) continue;
       const float val = l[rr] > 0.0f ? acc[a][c] / l[rr] : 0.0f;
       out[(i * heads + h) * d + col] = f2bf(val);
     }
 }
 
+struct Paging {
+  const int32_t* tables = nullptr;  // null: k/v are the keys themselves
+  int max_blocks = 0;
+  const int32_t* seg_rows = nullptr;
+  int n_seg = 0;
+};
+
 template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
-               float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d) {
-  // Query rows per block: 64, or fewer when the call has fewer (decode); a row's arithmetic is the
-  // same for every block size.
-  const int warps = n_q >= 64 ? 4 : static_cast<int>((n_q + 15) / 16);
+               float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+               const Paging& pg) {
+  // Query rows per block: 64, or fewer when the call (paged: its average segment) has fewer, as in
+  // decode; a row's arithmetic is the same for every block size.
+  const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;
+  const int warps = per >= 64 ? 4 : static_cast<int>(std::max<int64_t>(1, (per + 15) / 16));
   const size_t smem = AttnCfg<DP, BN>::smem(4) * sizeof(bf16_t);
   static const bool attr = [&] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DP, BN>,
@@ -231,9 +275,12 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
     return true;
   }();
   (void)attr;
-  const dim3 grid(blocks_for(n_q, 16 * warps), static_cast<unsigned>(heads));
+  // Paged: Σ_s ceil(n_s / bm) <= n_seg + n_q / bm pieces; blocks past the last piece exit at once.
+  const int64_t tiles = blocks_for(n_q, 16 * warps) + (pg.seg_rows ? pg.n_seg : 0);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads));
   attention_tc_kernel<DP, BN><<<grid, 32 * warps, AttnCfg<DP, BN>::smem(warps) * sizeof(bf16_t), s>>>(
-      q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d);
+      q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows,
+      pg.n_seg);
   TF_CUDA_LAUNCHED();
 }
 
@@ -243,8 +290,9 @@ bool attention_tc_applies(const Tensor& q, int64_t head_dim) {
   return q.dtype == DType::BF16 && head_dim % 8 == 0 && head_dim <= 256;
 }
 
-void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& key_ranges, float scale, const Tensor& out) {
+namespace {
+void launch_any(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges,
+                float scale, const Tensor& out, const Paging& pg) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   TF_CHECK(attention_tc_applies(q, d) && heads % kv_heads == 0);
   TF_CHECK(reinterpret_cast<uintptr_t>(q.data) % 16 == 0 && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 &&
@@ -256,13 +304,30 @@ void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const
   auto* op = ptr<bf16_t>(out);
   const int H = static_cast<int>(heads), KVH = static_cast<int>(kv_heads), D = static_cast<int>(d);
   if (d <= 64)
-    launch_dp<64, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+    launch_dp<64, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
   else if (d <= 80)
-    launch_dp<80, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+    launch_dp<80, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
   else if (d <= 128)
-    launch_dp<128, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+    launch_dp<128, 64>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
   else
-    launch_dp<256, 32>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D);
+    launch_dp<256, 32>(s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
+}
+}  // namespace
+
+void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_ranges, float scale, const Tensor& out) {
+  launch_any(s, q, k, v, key_ranges, scale, out, Paging{});
+}
+
+void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                               float scale, const Tensor& out) {
+  Paging pg;
+  pg.tables = ptr<const int32_t>(tables);
+  pg.max_blocks = static_cast<int>(tables.dim(1));
+  pg.seg_rows = ptr<const int32_t>(seg_rows);
+  pg.n_seg = static_cast<int>(tables.dim(0));
+  launch_any(s, q, k_pool, v_pool, key_ranges, scale, out, pg);
 }
 
 }  // namespace tf::cuda

@@ -59,6 +59,12 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { TF_CUDA_CHECK(cudaStreamSynchronize(s_)); }
   void free_memory(void* data) override { TF_CUDA_CHECK(cudaFreeAsync(data, s_)); }
+  size_t free_device_memory() override {
+    TF_CUDA_CHECK(cudaStreamSynchronize(s_));
+    size_t free = 0, total = 0;
+    TF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
     cuda::launch_linear(s_, x, w, bias, out);
@@ -74,6 +80,11 @@ class CudaBackend final : public Backend {
   }
   void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
     cuda::launch_rope(s_, x, cos, sin, out);
+  }
+  void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
+                       const Tensor& seg_rows, const Tensor& key_ranges, float scale,
+                       const Tensor& out) override {
+    cuda::launch_paged_attention(s_, q, k_pool, v_pool, tables, seg_rows, key_ranges, scale, out);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
                  const Tensor& out) override {

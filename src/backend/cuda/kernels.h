@@ -16,6 +16,9 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 bool attention_tc_applies(const Tensor& q, int64_t head_dim);
 void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& key_ranges, float scale, const Tensor& out);
+void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                               const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                               float scale, const Tensor& out);
 void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
                      const Tensor& out);
 void launch_layer_norm(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
@@ -24,6 +27,9 @@ void launch_rope_cos_sin(cudaStream_t s, const Tensor& angles, const Tensor& cos
 void launch_rope(cudaStream_t s, const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out);
 void launch_attention(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                       const Tensor& key_ranges, float scale, const Tensor& out);
+void launch_paged_attention(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                            const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
+                            float scale, const Tensor& out);
 void launch_act_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out);
 void launch_act(cudaStream_t s, const Tensor& x, ActKind kind, const Tensor& out);
 void launch_add(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& out);

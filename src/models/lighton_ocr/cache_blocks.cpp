@@ -1,52 +1,52 @@
-// Prompt-cache blocks for the pure-attention decoder: a block is the K/V rows of its positions in
-// every layer. Rows depend only on the tokens before them, so copying them into another sequence
-// that starts with the same keyed tokens gives that sequence exactly the rows it would compute.
+// Prompt-cache blocks for the pure-attention decoder: a block is the pool blocks holding the K/V
+// rows of its positions in every layer, shared, not copied. Rows depend only on the tokens before
+// them, so another sequence that starts with the same keyed tokens reads exactly the rows it would
+// compute. A sequence never rewrites a shared block in place: forward_step gives it a private copy
+// first (the partial last block of a snapshot that ends mid-block is the only case that arises).
 #include "models/lighton_ocr/model.h"
 
 namespace tf::lighton_ocr {
 
 Expected<CacheBlock> LightOnOcrModel::snapshot(SequenceCache& seq_cache, int64_t begin, int64_t end) {
   auto* c = dynamic_cast<KvCache*>(&seq_cache);
-  if (!c) return make_error("snapshot: the cache was not made by this model");
-  if (begin < 0 || end <= begin || end > c->capacity())
+  if (!c || &c->table.pool() != pool_.get())
+    return make_error("snapshot: the cache was not made by this model");
+  const int64_t held = static_cast<int64_t>(c->table.blocks().size()) * kKvBlock;
+  if (begin < 0 || end <= begin || end > std::min(held, c->capacity()))
     return make_error("snapshot: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                      ") are outside the cache (capacity " + std::to_string(c->capacity()) + ")");
-  Backend& b = backend_;
+                      ") are outside the cache (it holds " + std::to_string(std::min(held, c->capacity())) +
+                      ")");
+  if (begin % kKvBlock != 0)
+    return make_error("snapshot: rows must start on a multiple of " + std::to_string(kKvBlock));
   CacheBlock blk;
   blk.begin = begin;
   blk.end = end;
-  const Shape s{end - begin, cfg_.text.num_key_value_heads,
-                cfg_.text.head_dim};  // [rows, kv_heads, head_dim]
-  for (size_t l = 0; l < c->k.size(); ++l)
-    for (const DeviceBuffer* src : {&c->k[l], &c->v[l]}) {
-      DeviceBuffer d = b.alloc(info_.dtype, s);
-      b.copy(src->tensor().slice_rows(begin, end), d);
-      blk.tensors.push_back(std::move(d));
-    }
+  const auto& all = c->table.blocks();
+  std::vector<int32_t> ids(all.begin() + begin / kKvBlock, all.begin() + (end + kKvBlock - 1) / kKvBlock);
+  blk.shared = std::make_unique<PoolBlockRefs>(pool_, std::move(ids));
   return blk;
 }
 
 Status LightOnOcrModel::restore(SequenceCache& seq_cache, const std::vector<const CacheBlock*>& blocks) {
   auto* c = dynamic_cast<KvCache*>(&seq_cache);
-  if (!c) return make_error("restore: the cache was not made by this model");
+  if (!c || &c->table.pool() != pool_.get())
+    return make_error("restore: the cache was not made by this model");
+  if (!c->table.blocks().empty()) return make_error("restore: the cache is not fresh");
   int64_t pos = 0;
-  for (const CacheBlock* blk : blocks) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const CacheBlock* blk = blocks[i];
+    const auto* refs = dynamic_cast<const PoolBlockRefs*>(blk->shared.get());
+    if (!refs || refs->pool() != pool_.get() || !blk->tensors.empty())
+      return make_error("restore: a block was not made by this model");
+    const bool last = i + 1 == blocks.size();
     if (blk->begin != pos || blk->end <= pos || blk->end > c->capacity() ||
-        blk->tensors.size() != 2 * c->k.size())
+        (!last && blk->end % kKvBlock != 0) ||
+        static_cast<int64_t>(refs->ids.size()) != (blk->end - blk->begin + kKvBlock - 1) / kKvBlock)
       return make_error("restore: blocks must chain from position 0 and fit the cache");
-    for (const DeviceBuffer& t : blk->tensors)
-      if (t.tensor().dtype != info_.dtype || t.tensor().rank() != 3 ||
-          t.tensor().dim(0) != blk->end - blk->begin || t.tensor().dim(1) != cfg_.text.num_key_value_heads ||
-          t.tensor().dim(2) != cfg_.text.head_dim)
-        return make_error("restore: a block was not made by this model");
     pos = blk->end;
   }
-  Backend& b = backend_;
   for (const CacheBlock* blk : blocks)
-    for (size_t l = 0; l < c->k.size(); ++l) {
-      b.copy(blk->tensors[2 * l], c->k[l].tensor().slice_rows(blk->begin, blk->end));
-      b.copy(blk->tensors[2 * l + 1], c->v[l].tensor().slice_rows(blk->begin, blk->end));
-    }
+    for (int32_t id : blk->shared->ids) c->table.append_shared(id);
   return {};
 }
 

@@ -35,14 +35,43 @@ int64_t LightOnOcrModel::n_image_tokens(int64_t height, int64_t width) const {
 }
 
 std::unique_ptr<SequenceCache> LightOnOcrModel::new_cache(int64_t capacity) {
-  auto c = std::make_unique<KvCache>();
-  c->capacity_ = capacity;
-  const Shape s{capacity, cfg_.text.num_key_value_heads, cfg_.text.head_dim};
-  for (int64_t i = 0; i < cfg_.text.num_hidden_layers; ++i) {
-    c->k.push_back(backend_.alloc(info_.dtype, s));
-    c->v.push_back(backend_.alloc(info_.dtype, s));
+  if (!pool_) {
+    const int64_t n = pool_blocks_ > 0 ? pool_blocks_
+                                       : std::max<int64_t>(1024, 64 * ((capacity + kKvBlock - 1) / kKvBlock));
+    pool_ = std::make_shared<KvPool>(backend_, info_.dtype, cfg_.text.num_hidden_layers,
+                                     cfg_.text.num_key_value_heads, cfg_.text.head_dim, n);
   }
-  return c;
+  return std::make_unique<KvCache>(pool_, capacity);
+}
+
+Status LightOnOcrModel::set_kv_pool_blocks(int64_t n_blocks) {
+  if (pool_) return make_error("the K/V pool is sized before the first sequence");
+  if (n_blocks < 1) return make_error("the K/V pool needs at least one block");
+  pool_blocks_ = n_blocks;
+  return {};
+}
+
+size_t LightOnOcrModel::kv_block_bytes() const {
+  return KvPool::block_bytes(info_.dtype, cfg_.text.num_hidden_layers, cfg_.text.num_key_value_heads,
+                             cfg_.text.head_dim);
+}
+
+Model::KvPoolStats LightOnOcrModel::kv_pool_stats() const {
+  KvPoolStats s;
+  s.block_bytes = kv_block_bytes();
+  if (pool_) {
+    s.blocks = pool_->n_blocks();
+    s.free = pool_->n_free();
+  } else {
+    s.blocks = pool_blocks_;
+    s.free = pool_blocks_;
+  }
+  return s;
+}
+
+bool LightOnOcrModel::reserve(SequenceCache& cache, int64_t n_positions) {
+  auto* c = dynamic_cast<KvCache*>(&cache);
+  return c && c->table.grow(std::min(n_positions, c->capacity()));
 }
 
 Status LightOnOcrModel::rollback(SequenceCache& cache, int64_t n_positions) {

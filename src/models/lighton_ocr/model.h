@@ -6,18 +6,22 @@
 
 #include "io/hf_config.h"
 #include "io/weight_map.h"
+#include "models/layers/kv_pool.h"
 #include "models/lighton_ocr/config.h"
 #include "models/lighton_ocr/weights.h"
 #include "models/model.h"
 
 namespace tf::lighton_ocr {
 
-// Per-sequence K/V: for each decoder layer k and v of [capacity, num_key_value_heads, head_dim].
+// Per-sequence K/V: a block table into the model's paged pool (every decoder layer's k and v of
+// [n_blocks * kKvBlock, num_key_value_heads, head_dim]).
 class KvCache final : public SequenceCache {
  public:
+  explicit KvCache(std::shared_ptr<KvPool> pool, int64_t capacity)
+      : capacity_(capacity), table(std::move(pool)) {}
   int64_t capacity() const override { return capacity_; }
   int64_t capacity_ = 0;
-  std::vector<DeviceBuffer> k, v;  // [n_layers] of [capacity, kv_heads, head_dim]
+  BlockTable table;
 };
 
 class LightOnOcrModel final : public Model {
@@ -33,9 +37,15 @@ class LightOnOcrModel final : public Model {
   int64_t n_image_tokens(int64_t height, int64_t width) const override;
   Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
+  Status set_kv_pool_blocks(int64_t n_blocks) override;
+  size_t kv_block_bytes() const override;
+  KvPoolStats kv_pool_stats() const override;
+  bool reserve(SequenceCache& cache, int64_t n_positions) override;
   Expected<Buffer> forward_step(std::span<const Segment> segments) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
-  // cache_blocks.cpp: K/V rows of every layer ([end - begin, kv_heads, head_dim] k then v per layer).
+  // cache_blocks.cpp: the pool blocks holding rows [begin, end) (begin a multiple of kKvBlock),
+  // shared with the prompt cache; restore appends them to a fresh cache's table (copy-on-write
+  // when the cache later writes into a shared block).
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
   // Pure attention: every row is computed alone already, and K/V beyond a position are never read
@@ -55,6 +65,8 @@ class LightOnOcrModel final : public Model {
   Backend& backend_;
   ModelInfo info_;
   CaptureFn capture_;
+  std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
+  int64_t pool_blocks_ = 0;
 };
 
 // Registry entry for "lighton_ocr" and "mistral3".

@@ -1,6 +1,8 @@
 // Qwen3 decoder over the rows of one step (segments of several sequences, each with its KV cache), and the
 // (tied) lm_head. HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
 // Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; docs/lighton_ocr.md §6.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "models/layers/decoder.h"
@@ -20,7 +22,8 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
   for (const Segment& sg : segs) {
     const ForwardBatch& batch = *sg.batch;
     auto* cache = dynamic_cast<KvCache*>(sg.cache);
-    if (!cache) return make_error("forward: the cache was not made by this model");
+    if (!cache || &cache->table.pool() != pool_.get())
+      return make_error("forward: the cache was not made by this model");
     for (const KvCache* c : caches)
       if (c == cache) return make_error("forward: a step holds each sequence once");
     const int64_t n = static_cast<int64_t>(batch.token_ids.size()),
@@ -52,6 +55,36 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
   }
   off.push_back(static_cast<int64_t>(token_ids.size()));
   const int64_t n = off.back();
+
+  // Pool blocks for every position a segment writes (a block shared with the prompt cache is
+  // copied before it is written). Taking blocks is the only change before the compute starts.
+  std::vector<int32_t> slots_h(static_cast<size_t>(n));
+  std::vector<int32_t> seg_rows(off.begin(), off.end());  // [n_seg + 1] row offsets
+  size_t max_blocks = 1;
+  for (size_t s = 0; s < segs.size(); ++s) {
+    BlockTable& tab = caches[s]->table;
+    int32_t lo = INT32_MAX, hi = 0;
+    for (int64_t i = off[s]; i < off[s + 1]; ++i) {
+      lo = std::min(lo, positions[static_cast<size_t>(i)]);
+      hi = std::max(hi, positions[static_cast<size_t>(i)] + 1);
+    }
+    if (!tab.grow(hi))
+      return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
+                        " blocks)");
+    for (int64_t blk = lo / kKvBlock; blk * kKvBlock < hi; ++blk)
+      if (!tab.make_private(static_cast<size_t>(blk), backend_))
+        return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
+                          " blocks)");
+    for (int64_t i = off[s]; i < off[s + 1]; ++i) {
+      slots_h[static_cast<size_t>(i)] = tab.slot(positions[static_cast<size_t>(i)]);
+    }
+    max_blocks = std::max(max_blocks, tab.blocks().size());
+  }
+  // tables[n_seg, max_blocks]: each segment's blocks (unused entries 0).
+  std::vector<int32_t> tables_h(segs.size() * max_blocks, 0);
+  for (size_t s = 0; s < segs.size(); ++s)
+    std::copy(caches[s]->table.blocks().begin(), caches[s]->table.blocks().end(),
+              tables_h.begin() + s * max_blocks);
 
   Backend& b = backend_;
   const DType act = info_.dtype;
@@ -86,7 +119,11 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
     ranges[static_cast<size_t>(2 * i + 1)] = positions[static_cast<size_t>(i)] + 1;
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
-  DeviceBuffer slots = upload_i32(b, positions);
+  DeviceBuffer slots = upload_i32(b, slots_h), dseg = upload_i32(b, seg_rows);
+  DeviceBuffer tables =
+      b.alloc(DType::I32, {static_cast<int64_t>(segs.size()), static_cast<int64_t>(max_blocks)});
+  b.upload(tables, tables_h.data());
+  KvPool& pool = caches[0]->table.pool();
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), q = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
@@ -107,15 +144,10 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
     const Tensor qh = q.tensor().reshaped({n, nh, hd}), kh = k.tensor().reshaped({n, nkv, hd});
     b.rope(qh, cos, sin, qh);
     b.rope(kh, cos, sin, kh);
-    const Tensor vh = v.tensor().reshaped({n, nkv, hd}), ah = attn.tensor().reshaped({n, nh, hd});
-    for (size_t s = 0; s < segs.size(); ++s) {  // each segment against its own cache
-      const int64_t r0 = off[s], r1 = off[s + 1];
-      const Tensor sl = slots.tensor().slice_rows(r0, r1);
-      b.scatter_rows(kh.slice_rows(r0, r1), sl, caches[s]->k[l]);
-      b.scatter_rows(vh.slice_rows(r0, r1), sl, caches[s]->v[l]);
-      b.attention(qh.slice_rows(r0, r1), caches[s]->k[l], caches[s]->v[l],
-                  dranges.tensor().slice_rows(r0, r1), scale, ah.slice_rows(r0, r1));
-    }
+    b.scatter_rows(kh, slots, pool.k(l));
+    b.scatter_rows(v.tensor().reshaped({n, nkv, hd}), slots, pool.v(l));
+    b.paged_attention(qh, pool.k(l), pool.v(l), tables, dseg, dranges, scale,
+                      attn.tensor().reshaped({n, nh, hd}));
     b.linear(attn, L.o_proj, bias(L.o_bias), o);
     capture(capture_, b, name + ".self_attn", o);
     b.add(h, o, h);

@@ -82,10 +82,17 @@ std::vector<std::vector<uint8_t>> state_of(Model& m, SequenceCache& c, int64_t n
       s.push_back(bytes_of(b, q->mtp.hidden));
     }
   } else if (auto* k = dynamic_cast<lighton_ocr::KvCache*>(&c)) {
-    for (size_t l = 0; l < k->k.size(); ++l) {
-      s.push_back(bytes_of(b, k->k[l].tensor().slice_rows(0, n_pos)));
-      s.push_back(bytes_of(b, k->v[l].tensor().slice_rows(0, n_pos)));
-    }
+    // Rows of positions [0, n_pos) through the block table, in position order.
+    KvPool& pool = k->table.pool();
+    for (size_t l = 0; l < pool.n_layers(); ++l)
+      for (const Tensor* t : {&pool.k(l), &pool.v(l)}) {
+        std::vector<uint8_t> rows;
+        for (int64_t p = 0; p < n_pos; ++p) {
+          const std::vector<uint8_t> r = bytes_of(b, t->slice_rows(k->table.slot(p), k->table.slot(p) + 1));
+          rows.insert(rows.end(), r.begin(), r.end());
+        }
+        s.push_back(std::move(rows));
+      }
   }
   return s;
 }

@@ -1,0 +1,85 @@
+#include "models/layers/kv_pool.h"
+
+#include "base/status.h"
+
+namespace tf {
+
+KvPool::KvPool(Backend& b, DType act, int64_t n_layers, int64_t kv_heads, int64_t head_dim,
+               int64_t n_blocks) {
+  TF_CHECK(n_blocks > 0 && n_blocks < (int64_t{1} << 31) / kKvBlock);
+  const Shape s{n_blocks * kKvBlock, kv_heads, head_dim};
+  for (int64_t l = 0; l < n_layers; ++l) {
+    k_.push_back(b.alloc(act, s));
+    v_.push_back(b.alloc(act, s));
+  }
+  refs_.assign(static_cast<size_t>(n_blocks), 0);
+  free_.reserve(static_cast<size_t>(n_blocks));
+  for (int64_t i = n_blocks - 1; i >= 0; --i) free_.push_back(static_cast<int32_t>(i));
+}
+
+size_t KvPool::block_bytes(DType act, int64_t n_layers, int64_t kv_heads, int64_t head_dim) {
+  return static_cast<size_t>(2 * n_layers * kKvBlock * kv_heads * head_dim) * dtype_size(act);
+}
+
+int32_t KvPool::alloc() {
+  if (free_.empty()) return -1;
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refs_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
+void KvPool::ref(int32_t block) {
+  TF_CHECK(refs_[static_cast<size_t>(block)] > 0);
+  ++refs_[static_cast<size_t>(block)];
+}
+
+void KvPool::unref(int32_t block) {
+  int32_t& r = refs_[static_cast<size_t>(block)];
+  TF_CHECK(r > 0);
+  if (--r == 0) free_.push_back(block);
+}
+
+BlockTable::~BlockTable() {
+  for (int32_t b : blocks_) pool_->unref(b);
+}
+
+bool BlockTable::grow(int64_t n_positions) {
+  while (static_cast<int64_t>(blocks_.size()) * kKvBlock < n_positions) {
+    const int32_t b = pool_->alloc();
+    if (b < 0) return false;
+    blocks_.push_back(b);
+  }
+  return true;
+}
+
+void BlockTable::append_shared(int32_t block) {
+  pool_->ref(block);
+  blocks_.push_back(block);
+}
+
+bool BlockTable::make_private(size_t i, Backend& b) {
+  const int32_t old = blocks_[i];
+  if (pool_->refs(old) == 1) return true;
+  const int32_t fresh = pool_->alloc();
+  if (fresh < 0) return false;
+  for (size_t l = 0; l < pool_->n_layers(); ++l)
+    for (const Tensor* t : {&pool_->k(l), &pool_->v(l)})
+      b.copy(t->slice_rows(old * kKvBlock, (old + 1) * kKvBlock),
+             t->slice_rows(fresh * kKvBlock, (fresh + 1) * kKvBlock));
+  pool_->unref(old);
+  blocks_[i] = fresh;
+  return true;
+}
+
+PoolBlockRefs::PoolBlockRefs(std::shared_ptr<KvPool> pool, std::vector<int32_t> blocks)
+    : pool_(std::move(pool)) {
+  ids = std::move(blocks);
+  for (int32_t b : ids) pool_->ref(b);
+}
+
+PoolBlockRefs::~PoolBlockRefs() {
+  for (int32_t b : ids) pool_->unref(b);
+}
+
+}  // namespace tf
