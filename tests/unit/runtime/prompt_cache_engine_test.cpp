@@ -322,7 +322,9 @@ TEST_P(PromptCacheEngine, TinyBudgetEvictsAndChangesNothing) {
     EXPECT_EQ(o.ids, ref.ids) << "question " << i;
     EXPECT_EQ(o.logprobs, ref.logprobs) << "question " << i;
   }
-  if (!paged) EXPECT_GT(metric(*cached, "tensorfold_prompt_cache_evictions_total"), 0);
+  if (!paged) {
+    EXPECT_GT(metric(*cached, "tensorfold_prompt_cache_evictions_total"), 0);
+  }
   EXPECT_LE(metric(*cached, "tensorfold_prompt_cache_bytes"), static_cast<int64_t>(0.06 * 1048576));
 }
 
