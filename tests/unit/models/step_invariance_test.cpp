@@ -282,6 +282,66 @@ TEST_P(StepInvariancePlanted, BatchDependentLinearIsCaught) {
   EXPECT_GT(differing_rows(ref, got), 0) << "the invariance check misses a batch-dependent linear";
 }
 
+// Every segment is checked before anything runs: a step whose later segment is bad fails, and the
+// caches of its good segments hold exactly what they held (their snapshot bytes, recurrent state included).
+class StepErrors : public ::testing::TestWithParam<std::string> {};
+
+std::vector<std::vector<uint8_t>> snapshot_bytes(Model& m, SequenceCache& c, int64_t end) {
+  std::vector<std::vector<uint8_t>> out;
+  auto blk = m.snapshot(c, 0, end);
+  EXPECT_TRUE(blk.ok());
+  if (!blk.ok()) return out;
+  for (const DeviceBuffer& t : blk->tensors) {
+    out.emplace_back(t.tensor().nbytes());
+    m.backend().download(t, out.back().data());
+  }
+  return out;
+}
+
+TEST_P(StepErrors, BadSegmentChangesNoCache) {
+  Loaded L = load(GetParam(), false);
+  ASSERT_TRUE(L.model);
+  Model& m = *L.model;
+  const std::vector<int32_t> script = ids_of(m, 40, 3);
+  const std::vector<int32_t> prompt(script.begin(), script.begin() + 30);
+  auto a = m.new_cache(64), b = m.new_cache(64);
+  for (auto* c : {a.get(), b.get()}) {
+    ASSERT_TRUE(m.begin_prompt(*c, prompt, {}).ok());
+    ASSERT_TRUE(m.forward(batch_of(script, {0, 30, false, false}), *c).ok());
+  }
+  // Qwen3.5 snapshots computed rows only (its recurrent state with them); LightOnOCR's K/V rows may
+  // be taken past them, where a good segment that ran too early would have written position 30.
+  const bool qwen = m.info().family == "qwen3_5";
+  const int64_t end = qwen ? 30 : 32;
+  const auto before_a = snapshot_bytes(m, *a, end), before_b = snapshot_bytes(m, *b, end);
+  const ForwardBatch good = batch_of(script, {30, 1});
+  std::vector<ForwardBatch> bad(4, batch_of(script, {30, 2, false, true}));
+  bad[0].token_ids[0] = static_cast<int32_t>(m.info().vocab_size);  // outside the vocabulary
+  bad[1].logit_rows = {2};                                          // outside the batch
+  bad[2].positions = {70, 71};                                      // outside the cache
+  bad[3].token_ids.push_back(1);                                    // more tokens than positions
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const Segment segs[] = {{&good, a.get()}, {&bad[i], b.get()}};
+    EXPECT_FALSE(m.forward_step(segs).ok()) << "bad segment " << i;
+  }
+  const Segment twice[] = {{&good, a.get()}, {&good, a.get()}};
+  EXPECT_FALSE(m.forward_step(twice).ok()) << "one cache twice";
+  if (qwen) {  // Qwen3.5: positions continue the cache, draft rows need a non-empty one
+    ForwardBatch gap = batch_of(script, {30, 2});
+    gap.positions[1] = 33;
+    const Segment segs[] = {{&good, a.get()}, {&gap, b.get()}};
+    EXPECT_FALSE(m.forward_step(segs).ok()) << "rows not in order";
+    auto fresh = m.new_cache(64);
+    ForwardBatch draft = batch_of(script, {0, 2, true, true});
+    const Segment segs2[] = {{&good, a.get()}, {&draft, fresh.get()}};
+    EXPECT_FALSE(m.forward_step(segs2).ok()) << "decode rows on an empty cache";
+  }
+  EXPECT_TRUE(snapshot_bytes(m, *a, end) == before_a);
+  EXPECT_TRUE(snapshot_bytes(m, *b, end) == before_b);
+  // And the good segment still runs as it would have.
+  EXPECT_TRUE(m.forward(good, *a).ok());
+}
+
 std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param.substr(info.param.rfind('/') + 1);
   for (char& ch : n)
@@ -292,6 +352,10 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 INSTANTIATE_TEST_SUITE_P(Checkpoints, StepInvariance,
                          ::testing::Values("tests/golden/ckpt/lighton_ocr-tiny-bf16",
                                            "tests/golden/ckpt/lighton_ocr-tiny-fp32",
+                                           "tests/golden/ckpt/qwen3_5-tiny-bf16"),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(Checkpoints, StepErrors,
+                         ::testing::Values("tests/golden/ckpt/lighton_ocr-tiny-bf16",
                                            "tests/golden/ckpt/qwen3_5-tiny-bf16"),
                          param_name);
 INSTANTIATE_TEST_SUITE_P(Checkpoints, StepInvariancePlanted,
