@@ -1,4 +1,4 @@
-// Pieces every decoder forward shares: the batch checks, the SwiGLU MLP and the logits of selected rows.
+// Pieces every decoder forward shares: the SwiGLU MLP and the logits of selected rows.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,24 +9,6 @@
 #include "models/model.h"
 
 namespace tf {
-
-// The image embedding rows must pair one to one with the batch's image tokens (n_image_tokens of them) and
-// be act [n, hidden]; every logit row must be a row of the batch (n_rows).
-inline Status check_images_and_logit_rows(const ForwardBatch& batch, size_t n_image_tokens, int64_t n_rows,
-                                          int64_t hidden, DType act) {
-  const int64_t n_img = batch.image_embeds ? batch.image_embeds->dim(0) : 0;
-  if (n_img != static_cast<int64_t>(n_image_tokens))
-    return make_error("forward: " + std::to_string(n_image_tokens) + " image tokens but " +
-                      std::to_string(n_img) + " image embedding rows");
-  if (batch.image_embeds && (batch.image_embeds->rank() != 2 || batch.image_embeds->dim(1) != hidden ||
-                             batch.image_embeds->dtype != act))
-    return make_error("forward: image embeddings must be " + std::string(dtype_name(act)) + " [n, " +
-                      std::to_string(hidden) + "]");
-  for (int32_t r : batch.logit_rows)
-    if (r < 0 || r >= n_rows)
-      return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
-  return {};
-}
 
 // out = down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU with kSilu); gate and up are [n, intermediate]
 // scratch (gate is reused for the product: act_mul materialises act(gate), then rounds the product).

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "io/hf_config.h"
@@ -69,6 +70,24 @@ class Qwen35Cache final : public SequenceCache {
   } mtp;
 };
 
+// One segment inside a step (or inside an MTP pass): its rows [r0, r1) of the step's matrix are its
+// positions pos0 .. pos0 + (r1 - r0) - 1, continuing `cache`.
+struct SegRows {
+  int64_t r0 = 0, r1 = 0;
+  Qwen35Cache* cache = nullptr;
+  int64_t pos0 = 0;
+  const ForwardBatch* batch = nullptr;  // null inside an MTP pass
+  bool decode_rows() const { return batch && batch->decode_rows; }
+  int64_t n() const { return r1 - r0; }
+};
+
+// Where one segment's rows put and read K/V in a full-attention layer: k, v [capacity, Hkv, D] act.
+struct AttnKv {
+  int64_t r0 = 0, r1 = 0;
+  const Tensor* k = nullptr;
+  const Tensor* v = nullptr;
+};
+
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
@@ -85,9 +104,10 @@ class Qwen35Model final : public Model {
   // Returns [Σ n_image_tokens, hidden] in the model dtype. Error when the checkpoint has no tower.
   Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
-  // positions must be n_past .. n_past + n - 1. Multi-token batches run the chunked delta rule
-  // with chunk boundaries at multiples of 64 counted from position 0; a single token on a
-  // non-empty cache runs the recurrent rule (HF's decode path).
+  // Each segment's positions must be n_past .. n_past + n - 1 of its cache. A segment of several
+  // rows runs the chunked delta rule with chunk boundaries at multiples of 64 counted from position
+  // 0; a single token on a non-empty cache past the prompt, and decode_rows, the recurrent rule
+  // (HF's decode path). Linears and norms run once over all segments' rows.
   Expected<Buffer> forward_step(std::span<const Segment> segments) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
   // Plans M-RoPE positions (get_rope_index) for the prompt.
@@ -109,33 +129,36 @@ class Qwen35Model final : public Model {
   Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
 
  private:
-  // text.cpp: one segment's rows
-  Expected<Buffer> forward_one(const ForwardBatch& batch, SequenceCache& cache);
+  // text.cpp: Qwen3.5's own checks of a segment past the common ones (collect_step_rows): positions
+  // continue its cache, decode_rows rows continue a non-empty cache and hold no image tokens
+  Status check_segment(const SegRows& seg) const;
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
-  // gdn.cpp: one Gated DeltaNet mixer over x[n, hidden] -> out[n, hidden]. decode_rows: one row
-  // at a time with the recurrent rule, keeping each row's conv window and state in cache.kept.
-  void gated_deltanet(size_t layer, const Tensor& x, Qwen35Cache& cache, int64_t pos0, bool decode_rows,
-                      const Tensor& out);
-  // text.cpp: one gated full-attention mixer over the K/V cache k_cache/v_cache [capacity, Hkv, D]
+  // gdn.cpp: one Gated DeltaNet mixer over x[n_rows, hidden] -> out[n_rows, hidden], the conv and
+  // delta rule per segment on its cache's state. decode_rows segments: one row at a time with the
+  // recurrent rule, keeping each row's conv window and state in cache.kept.
+  void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const Tensor& out);
+  // text.cpp: one gated full-attention mixer over x[n_rows, hidden]; segment s scatters its K/V rows
+  // into kv[s]'s cache and attends to it (slots[n_rows] I32, ranges[n_rows, 2] I32).
   void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                      const Tensor& slots, const Tensor& ranges, const Tensor& k_cache, const Tensor& v_cache,
+                      const Tensor& slots, const Tensor& ranges, std::span<const AttnKv> kv,
                       const Tensor& out);
-  // text.cpp: M-RoPE cos/sin [n, rotary_dim] act for positions pos0 .. pos0 + n - 1 of this cache
-  void mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t n, DeviceBuffer& cos, DeviceBuffer& sin);
+  // text.cpp: M-RoPE cos/sin [Σ n, rotary_dim] act, segments in order, each from its own cache's plan
+  void mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin);
   // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot
   // per multiple of 64 in (pos0, pos0 + n] for gated_deltanet to fill.
   void prepare_block_states(Qwen35Cache& cache, int64_t pos0, int64_t n, bool keep);
   // mtp.cpp: grows cache.kept to hold n rows (decode_rows forwards)
   void keep_rows_capacity(Qwen35Cache& cache, int64_t n);
-  // mtp.cpp: the MTP module over n rows at positions pos0.. with target hidden states hidden[n,
-  // hidden] and next-token ids; returns its final-norm output [n, hidden] (K/V written to cache.mtp).
-  DeviceBuffer mtp_rows(Qwen35Cache& cache, int64_t pos0, const Tensor& hidden,
-                        const std::vector<int32_t>& ids);
-  // mtp.cpp: after the target forward over [pos0, pos0 + n) with final-norm output xn: bring the
-  // MTP K/V up to position pos0 + n - 2 and keep row n - 1 as the pending hidden state.
-  void mtp_follow(Qwen35Cache& cache, const ForwardBatch& batch, int64_t pos0, const Tensor& xn);
+  // mtp.cpp: the MTP module over rows of several segments (segs[s]: rows [r0, r1) at MTP positions
+  // pos0.. of its cache) with target hidden states hidden[n, hidden] and next-token ids[n]; returns
+  // its final-norm output [n, hidden] (K/V written to each cache's mtp).
+  DeviceBuffer mtp_rows(std::span<const SegRows> segs, const Tensor& hidden, const std::vector<int32_t>& ids);
+  // mtp.cpp: after the target forward of a step with final-norm output xn[n_rows, hidden], for each
+  // segment whose cache has MTP on: bring its MTP K/V up to position pos0 + n - 2 and keep its last
+  // row as the pending hidden state. One MTP pass over all of them.
+  void mtp_follow(std::span<const SegRows> segs, const Tensor& xn);
 
   Config cfg_;
   WeightMap wm_;  // keeps the mapped weights alive (CPU weights alias them)

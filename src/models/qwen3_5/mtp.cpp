@@ -7,6 +7,7 @@
 // logits are the shared lm_head over out. Drafting chains it: step i feeds its own output as h.
 // Only the first MTP layer is used (every published config has mtp_num_hidden_layers = 1).
 // Drafts are proposals; verification decides, so MTP numerics never change an output.
+#include <algorithm>
 #include <cmath>
 
 #include "models/layers/decoder.h"
@@ -98,7 +99,7 @@ Status Qwen35Model::rollback(SequenceCache& seq_cache, int64_t n_positions) {
   return {};
 }
 
-DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& hidden,
+DeviceBuffer Qwen35Model::mtp_rows(std::span<const SegRows> segs, const Tensor& hidden,
                                    const std::vector<int32_t>& ids) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
@@ -126,18 +127,23 @@ DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& h
   b.linear(cat, M.fc, nullptr, h);
 
   DeviceBuffer cos, sin;  // [n_rows, rotary_dim]
-  mrope_cos_sin(c, pos0, n, cos, sin);
-  std::vector<int32_t> pos(static_cast<size_t>(n)), ranges(static_cast<size_t>(2 * n));
-  for (int64_t i = 0; i < n; ++i) {
-    pos[static_cast<size_t>(i)] = static_cast<int32_t>(pos0 + i);
-    ranges[static_cast<size_t>(2 * i + 1)] = static_cast<int32_t>(pos0 + i + 1);
+  mrope_cos_sin(segs, cos, sin);
+  std::vector<int32_t> pos, ranges;  // [n_rows], [n_rows, 2]
+  std::vector<AttnKv> kv;
+  for (const SegRows& s : segs) {
+    for (int64_t i = 0; i < s.n(); ++i) {
+      pos.push_back(static_cast<int32_t>(s.pos0 + i));
+      ranges.push_back(0);
+      ranges.push_back(static_cast<int32_t>(s.pos0 + i + 1));
+    }
+    kv.push_back({s.r0, s.r1, &s.cache->mtp.k[0].tensor(), &s.cache->mtp.v[0].tensor()});
   }
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
   b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-  full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, c.mtp.k[0], c.mtp.v[0], o);
+  full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, kv, o);
   b.add(h, o, h);
   b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
   gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
@@ -146,29 +152,45 @@ DeviceBuffer Qwen35Model::mtp_rows(Qwen35Cache& c, int64_t pos0, const Tensor& h
   return xn;
 }
 
-void Qwen35Model::mtp_follow(Qwen35Cache& c, const ForwardBatch& batch, int64_t pos0, const Tensor& xn) {
+void Qwen35Model::mtp_follow(std::span<const SegRows> segs, const Tensor& xn) {
   Backend& b = backend_;
-  const int64_t n = xn.dim(0), hs = xn.dim(1), last = pos0 + n - 2;  // MTP positions up to `last`
-  // Positions before pos0 - 1 that were never followed (a prefix resumed without MTP state) keep
-  // stale K/V: the drafts get worse, the output cannot change.
-  int64_t start = std::max(c.mtp.n_done, pos0 - 1);
-  if (start < 0) start = 0;
-  if (start <= last) {
-    const int64_t m = last - start + 1;
-    DeviceBuffer hid = b.alloc(xn.dtype, {m, hs});  // [m, hidden]: target hidden at start..last
-    std::vector<int32_t> ids;
-    int64_t row = 0;
-    if (start == pos0 - 1) {
-      b.copy(c.mtp.hidden, hid.tensor().slice_rows(0, 1));
-      row = 1;
-    }
-    const int64_t x0 = start + row - pos0;  // first xn row used
-    if (m > row) b.copy(xn.slice_rows(x0, x0 + (m - row)), hid.tensor().slice_rows(row, m));
-    for (int64_t p = start; p <= last; ++p) ids.push_back(batch.token_ids[static_cast<size_t>(p + 1 - pos0)]);
-    mtp_rows(c, start, hid, ids);
+  const int64_t hs = xn.dim(1);
+  // MTP rows of every segment with MTP on: its positions start..last, last = pos0 + n - 2. Positions
+  // before pos0 - 1 that were never followed (a prefix resumed without MTP state) keep stale K/V: the
+  // drafts get worse, the output cannot change.
+  std::vector<SegRows> parts;        // MTP rows [r0, r1) of each part at MTP positions pos0..
+  std::vector<const SegRows*> from;  // the step segment of each part
+  int64_t m = 0;
+  for (const SegRows& s : segs) {
+    if (!s.cache->mtp.on) continue;
+    const int64_t start = std::max<int64_t>({s.cache->mtp.n_done, s.pos0 - 1, 0}), last = s.pos0 + s.n() - 2;
+    if (start > last) continue;
+    parts.push_back({m, m + last - start + 1, s.cache, start, s.batch});
+    from.push_back(&s);
+    m += last - start + 1;
   }
-  c.mtp.n_done = std::max(c.mtp.n_done, last + 1);
-  b.copy(xn.slice_rows(n - 1, n), c.mtp.hidden);
+  if (m > 0) {
+    DeviceBuffer hid = b.alloc(xn.dtype, {m, hs});  // [m, hidden]: target hidden at each part's positions
+    std::vector<int32_t> ids;                       // [m]: the token after each of those positions
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const SegRows &p = parts[i], &s = *from[i];
+      int64_t row = 0;  // the pending hidden state (position s.pos0 - 1) comes first when it is needed
+      if (p.pos0 == s.pos0 - 1) {
+        b.copy(s.cache->mtp.hidden, hid.tensor().slice_rows(p.r0, p.r0 + 1));
+        row = 1;
+      }
+      const int64_t x0 = s.r0 + p.pos0 + row - s.pos0;  // step row of the next position
+      if (p.n() > row) b.copy(xn.slice_rows(x0, x0 + p.n() - row), hid.tensor().slice_rows(p.r0 + row, p.r1));
+      for (int64_t q = p.pos0; q < p.pos0 + p.n(); ++q)
+        ids.push_back(s.batch->token_ids[static_cast<size_t>(q + 1 - s.pos0)]);
+    }
+    mtp_rows(parts, hid, ids);
+  }
+  for (const SegRows& s : segs) {
+    if (!s.cache->mtp.on) continue;
+    s.cache->mtp.n_done = std::max(s.cache->mtp.n_done, s.pos0 + s.n() - 1);
+    b.copy(xn.slice_rows(s.r1 - 1, s.r1), s.cache->mtp.hidden);
+  }
 }
 
 Expected<std::vector<int32_t>> Qwen35Model::propose_mtp(SequenceCache& seq_cache, int32_t next_token, int k) {
@@ -188,7 +210,8 @@ Expected<std::vector<int32_t>> Qwen35Model::propose_mtp(SequenceCache& seq_cache
   DeviceBuffer lg = b.alloc(info_.dtype, {1, t.vocab_size}), lf = b.alloc(DType::F32, {1, t.vocab_size});
   DeviceBuffer best = b.alloc(DType::I32, {1});
   for (int i = 0; i < k && p0 + i < c->capacity(); ++i) {
-    DeviceBuffer out = mtp_rows(*c, p0 + i, hid, {tok});
+    const SegRows row{0, 1, c, p0 + i, nullptr};
+    DeviceBuffer out = mtp_rows(std::span<const SegRows>(&row, 1), hid, {tok});
     if (i == 0) c->mtp.n_done = p0 + 1;  // position p0 paired h_p0 with the real next token
     b.linear(out, w_.lm_head_weight(), nullptr, lg);
     b.cast(lg, lf);

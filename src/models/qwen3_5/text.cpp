@@ -1,11 +1,13 @@
-// Qwen3.5 hybrid decoder over one sequence's rows (Qwen3_5TextModel / Qwen3_5DecoderLayer):
-// (1+w) RMSNorm pre-norms, Gated DeltaNet or gated full attention, SwiGLU MLP, final norm and
-// lm_head. Text M-RoPE: cos/sin from per-row (T, H, W) positions with HF's interleaved slots.
+// Qwen3.5 hybrid decoder over the rows of one step (segments of several sequences, each with its
+// cache; Qwen3_5TextModel / Qwen3_5DecoderLayer): (1+w) RMSNorm pre-norms, Gated DeltaNet or gated
+// full attention, SwiGLU MLP, final norm and lm_head. Every linear and norm runs once over all rows;
+// the conv, delta rule and attention run per segment on its own state. Text M-RoPE: cos/sin from
+// per-row (T, H, W) positions with HF's interleaved slots.
 #include <cmath>
-#include <cstring>
 
 #include "models/layers/decoder.h"
 #include "models/layers/rope.h"
+#include "models/layers/step_rows.h"
 #include "models/layers/util.h"
 #include "models/qwen3_5/model.h"
 
@@ -13,7 +15,7 @@ namespace tf::qwen3_5 {
 
 void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
                                  const Tensor& sin, const Tensor& slots, const Tensor& ranges,
-                                 const Tensor& k_cache, const Tensor& v_cache, const Tensor& out) {
+                                 std::span<const AttnKv> kv, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const DType act = info_.dtype;
@@ -21,7 +23,7 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   const int64_t qd = nh * D, kvd = nkv * D;
   const float eps = static_cast<float>(t.rms_norm_eps);
 
-  DeviceBuffer qg = b.alloc(act, {n, 2 * qd});  // per head [query (D) | gate (D)]
+  DeviceBuffer qg = b.alloc(act, {n, 2 * qd});  // [n_rows, heads * (query (D) | gate (D))]
   b.linear(x, A.q_proj, nullptr, qg);
   std::vector<int32_t> rq(static_cast<size_t>(n * nh)), rg(rq.size());
   for (int64_t i = 0; i < n * nh; ++i) {
@@ -41,34 +43,44 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   const Tensor qh = q.tensor().reshaped({n, nh, D}), kh = k.tensor().reshaped({n, nkv, D});
   b.rope(qh, cos, sin, qh);  // first rotary_dim dims only (partial rotary)
   b.rope(kh, cos, sin, kh);
-  b.scatter_rows(kh, slots, k_cache);
-  b.scatter_rows(v.tensor().reshaped({n, nkv, D}), slots, v_cache);
-  b.attention(qh, k_cache, v_cache, ranges, static_cast<float>(std::pow(static_cast<double>(D), -0.5)),
-              attn.tensor().reshaped({n, nh, D}));
+  const Tensor vh = v.tensor().reshaped({n, nkv, D}), ah = attn.tensor().reshaped({n, nh, D});
+  const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
+  for (const AttnKv& s : kv) {  // each segment against its own cache
+    const Tensor sl = slots.slice_rows(s.r0, s.r1);
+    b.scatter_rows(kh.slice_rows(s.r0, s.r1), sl, *s.k);
+    b.scatter_rows(vh.slice_rows(s.r0, s.r1), sl, *s.v);
+    b.attention(qh.slice_rows(s.r0, s.r1), *s.k, *s.v, ranges.slice_rows(s.r0, s.r1), scale,
+                ah.slice_rows(s.r0, s.r1));
+  }
   b.sigmoid_mul(attn, gate, attn);
   b.linear(attn, A.o_proj, nullptr, out);
 }
 
-void Qwen35Model::mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t n, DeviceBuffer& cos,
-                                DeviceBuffer& sin) {
+void Qwen35Model::mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin) {
   // M-RoPE angles: slot i takes the H axis when i % 3 == 1 and i < 3*sec[1], W when i % 3 == 2 and
   // i < 3*sec[2], else T (apply_interleaved_mrope); emb = cat(freqs, freqs) in rope_cos_sin.
   const TextConfig& t = cfg_.text;
-  const int64_t rd = t.rotary_dim;
+  const int64_t rd = t.rotary_dim, half = rd / 2;
   const std::vector<float> inv = rope_inv_freq(rd, t.rope_theta);
-  const RopeIndex& plan = cache.rope();
-  const int64_t plan_len = static_cast<int64_t>(plan.thw.size() / 3);
-  Buffer ang(DType::F32, {n, rd / 2});  // [n_rows, rotary_dim / 2]
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = pos0 + i;
-    int64_t thw[3];
-    for (int a = 0; a < 3; ++a)
-      thw[a] = p < plan_len ? plan.thw[static_cast<size_t>(3 * p + a)] : p + (plan_len ? plan.rope_delta : 0);
-    for (int64_t s = 0; s < rd / 2; ++s) {
-      int axis = 0;
-      if (s % 3 == 1 && s < 3 * t.mrope_section[1]) axis = 1;
-      if (s % 3 == 2 && s < 3 * t.mrope_section[2]) axis = 2;
-      ang.as<float>()[i * (rd / 2) + s] = static_cast<float>(thw[axis]) * inv[static_cast<size_t>(s)];
+  int64_t n = 0;
+  for (const SegRows& s : segs) n += s.n();
+  Buffer ang(DType::F32, {n, half});  // [n_rows, rotary_dim / 2]
+  int64_t row = 0;
+  for (const SegRows& s : segs) {
+    const RopeIndex& plan = s.cache->rope();
+    const int64_t plan_len = static_cast<int64_t>(plan.thw.size() / 3);
+    for (int64_t i = 0; i < s.n(); ++i, ++row) {
+      const int64_t p = s.pos0 + i;
+      int64_t thw[3];
+      for (int a = 0; a < 3; ++a)
+        thw[a] =
+            p < plan_len ? plan.thw[static_cast<size_t>(3 * p + a)] : p + (plan_len ? plan.rope_delta : 0);
+      for (int64_t k = 0; k < half; ++k) {
+        int axis = 0;
+        if (k % 3 == 1 && k < 3 * t.mrope_section[1]) axis = 1;
+        if (k % 3 == 2 && k < 3 * t.mrope_section[2]) axis = 2;
+        ang.as<float>()[row * half + k] = static_cast<float>(thw[axis]) * inv[static_cast<size_t>(k)];
+      }
     }
   }
   Backend& b = backend_;
@@ -78,94 +90,81 @@ void Qwen35Model::mrope_cos_sin(const Qwen35Cache& cache, int64_t pos0, int64_t 
   b.rope_cos_sin(dang, cos, sin);
 }
 
-// TODO(issue 15): one pass over all segments' rows; for now each segment runs alone.
-Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs) {
-  if (segs.empty()) return make_error("forward: empty step");
-  std::vector<Buffer> parts;
-  int64_t rows = 0;
-  for (const Segment& sg : segs) {
-    TF_ASSIGN(Buffer lg, forward_one(*sg.batch, *sg.cache));
-    rows += lg.view().dim(0);
-    parts.push_back(std::move(lg));
-  }
-  if (parts.size() == 1) return std::move(parts[0]);
-  Buffer out(DType::F32, {rows, info_.vocab_size});
-  size_t at = 0;
-  for (const Buffer& p : parts) {
-    std::memcpy(static_cast<char*>(out.data()) + at, p.data(), p.view().nbytes());
-    at += p.view().nbytes();
-  }
-  return out;
-}
-
-Expected<Buffer> Qwen35Model::forward_one(const ForwardBatch& batch, SequenceCache& seq_cache) {
-  auto* cache = dynamic_cast<Qwen35Cache*>(&seq_cache);
-  if (!cache) return make_error("forward: the cache was not made by this model");
-  const TextConfig& t = cfg_.text;
-  const int64_t n = static_cast<int64_t>(batch.token_ids.size());
-  if (n == 0) return make_error("forward: empty batch");
-  if (batch.positions.size() != batch.token_ids.size())
-    return make_error("forward: " + std::to_string(batch.positions.size()) + " positions for " +
-                      std::to_string(n) + " tokens");
-  const int64_t pos0 = cache->n_past();
-  if (pos0 + n > cache->capacity())
-    return make_error("forward: positions up to " + std::to_string(pos0 + n - 1) +
-                      " exceed the cache capacity " + std::to_string(cache->capacity()));
-  std::vector<int32_t> image_rows;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = batch.token_ids[static_cast<size_t>(i)], pos = batch.positions[static_cast<size_t>(i)];
-    if (id < 0 || id >= t.vocab_size)
-      return make_error("forward: token id " + std::to_string(id) + " is outside the vocabulary");
-    if (pos != pos0 + i)
+Status Qwen35Model::check_segment(const SegRows& s) const {
+  const ForwardBatch& batch = *s.batch;
+  for (int64_t i = 0; i < s.n(); ++i) {
+    const int32_t pos = batch.positions[static_cast<size_t>(i)];
+    if (pos != s.pos0 + i)
       return make_error("forward: row " + std::to_string(i) + " has position " + std::to_string(pos) +
                         "; Qwen3.5's recurrent state needs rows in order from position " +
-                        std::to_string(pos0));
-    if (cfg_.has_vision && id == cfg_.image_token_id) image_rows.push_back(static_cast<int32_t>(i));
+                        std::to_string(s.pos0));
   }
-  TF_TRY(check_images_and_logit_rows(batch, image_rows.size(), n, t.hidden_size, info_.dtype));
-  const int64_t n_img = static_cast<int64_t>(image_rows.size());
-  if (batch.decode_rows && (pos0 == 0 || n_img > 0))
+  const bool images = batch.image_embeds && batch.image_embeds->dim(0) > 0;
+  if (batch.decode_rows && (s.pos0 == 0 || images))
     return make_error("forward: decode rows continue a non-empty cache and hold no image tokens");
+  return {};
+}
+
+Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs) {
+  const TextConfig& t = cfg_.text;
+  std::vector<SegRows> parts;  // [n_segments]
+  for (const Segment& sg : segs) {
+    auto* c = dynamic_cast<Qwen35Cache*>(sg.cache);
+    if (!c) return make_error("forward: the cache was not made by this model");
+    parts.push_back({0, 0, c, c->n_past(), sg.batch});
+  }
+  TF_ASSIGN(const StepRows rows,
+            collect_step_rows(segs, {t.vocab_size, cfg_.has_vision ? cfg_.image_token_id : -1, t.hidden_size,
+                                     info_.dtype}));
+  for (size_t s = 0; s < parts.size(); ++s) {
+    parts[s].r0 = rows.begin(s);
+    parts[s].r1 = rows.end(s);
+    TF_TRY(check_segment(parts[s]));
+  }
+  // Checked: from here on the caches change.
+  for (const SegRows& s : parts) {
+    if (s.decode_rows()) {
+      keep_rows_capacity(*s.cache, s.n());
+    } else {
+      s.cache->kept.n = 0;  // rollback() only returns into the last decode_rows forward
+    }
+    prepare_block_states(*s.cache, s.pos0, s.n(), s.batch->keep_block_states && !s.decode_rows());
+  }
 
   Backend& b = backend_;
-  if (batch.decode_rows) {
-    keep_rows_capacity(*cache, n);
-  } else {
-    cache->kept.n = 0;  // rollback() only returns into the last decode_rows forward
-  }
-  prepare_block_states(*cache, pos0, n, batch.keep_block_states && !batch.decode_rows);
   const DType act = info_.dtype;
-  const int64_t hs = t.hidden_size, it = t.intermediate_size;
+  const int64_t n = rows.n_rows(), hs = t.hidden_size, it = t.intermediate_size;
   const float eps = static_cast<float>(t.rms_norm_eps);
   const std::string pre = "model.language_model";
 
-  DeviceBuffer ids = upload_i32(b, batch.token_ids);
+  DeviceBuffer ids = upload_i32(b, rows.token_ids);
   DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the residual stream
   b.embedding(ids, w_.embed_tokens, h);
-  if (n_img) b.scatter_rows(*batch.image_embeds, upload_i32(b, image_rows), h);  // masked_scatter
+  rows.scatter_images(b, segs, h);
   capture(capture_, b, pre + ".layers.0:input", h);
 
   DeviceBuffer cos, sin;  // [n_rows, rotary_dim]
-  mrope_cos_sin(*cache, pos0, n, cos, sin);
+  mrope_cos_sin(parts, cos, sin);
   capture(capture_, b, pre + ".rotary_emb.cos", cos);
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
-  std::vector<int32_t> ranges(static_cast<size_t>(2 * n));
-  for (int64_t i = 0; i < n; ++i) ranges[static_cast<size_t>(2 * i + 1)] = static_cast<int32_t>(pos0 + i + 1);
-  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
-  b.upload(dranges, ranges.data());
-  DeviceBuffer slots = upload_i32(b, batch.positions);
+  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
+  b.upload(dranges, rows.causal_ranges().data());
+  DeviceBuffer slots = upload_i32(b, rows.positions);
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  std::vector<AttnKv> kv(parts.size());
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerWeights& L = w_.layers[l];
     const std::string name = pre + ".layers." + std::to_string(l);
     b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
     if (L.full_attention) {
-      full_attention(L.attn, xn, cos, sin, slots, dranges, cache->k[l], cache->v[l], o);
+      for (size_t s = 0; s < parts.size(); ++s)
+        kv[s] = {parts[s].r0, parts[s].r1, &parts[s].cache->k[l].tensor(), &parts[s].cache->v[l].tensor()};
+      full_attention(L.attn, xn, cos, sin, slots, dranges, kv, o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
-      gated_deltanet(l, xn, *cache, pos0, batch.decode_rows, o);
+      gated_deltanet(l, xn, parts, o);
       capture(capture_, b, name + ".linear_attn", o);
     }
     b.add(h, o, h);
@@ -175,17 +174,19 @@ Expected<Buffer> Qwen35Model::forward_one(const ForwardBatch& batch, SequenceCac
     b.add(h, o, h);
     capture(capture_, b, name, h);
   }
-  cache->n_past_ = pos0 + n;
   b.rms_norm(h, w_.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
-  if (batch.decode_rows) {
-    cache->kept.pos0 = pos0;
-    cache->kept.n = n;
-    if (cache->mtp.on) b.copy(xn, cache->kept.hidden.tensor().slice_rows(0, n));
+  for (const SegRows& s : parts) {
+    Qwen35Cache& c = *s.cache;
+    c.n_past_ = s.pos0 + s.n();
+    if (!s.decode_rows()) continue;
+    c.kept.pos0 = s.pos0;
+    c.kept.n = s.n();
+    if (c.mtp.on) b.copy(xn.tensor().slice_rows(s.r0, s.r1), c.kept.hidden.tensor().slice_rows(0, s.n()));
   }
-  if (cache->mtp.on) mtp_follow(*cache, batch, pos0, xn);
+  mtp_follow(parts, xn);
 
-  return lm_head_logits(b, xn, batch.logit_rows, w_.lm_head_weight(), capture_);
+  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_);
 }
 
 }  // namespace tf::qwen3_5
