@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
           for (int a = 0; a < MT; ++a) {
             const int row = min(a * 16 + lane % 16, rows - 1);  // padding rows read a real one
-            ldmatrix_x4(af[a], sx + row * LD + kk + (lane / 16) * 8);
+            if (a < mt_live) ldmatrix_x4(af[a], sx + row * LD + kk + (lane / 16) * 8);
           }
           mma_step<MT, NT, LD>(acc, af, sw, 0, kk, lane, mt_live);
         }
@@ -222,9 +222,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 template <int BM, int BN, int NW, class TO>
 void launch_chunks(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
                    int64_t in_f, int64_t out_f, bool vec, int kc) {
-  // 16 rows: 64-wide sub-tiles, 4 deep (a whole chunk in flight per warp); 64 rows: x dominates the
-  // stage, so 32-wide sub-tiles keep two blocks per SM.
-  constexpr int SUB = BM <= 16 ? 64 : 32, S = 4;
+  // 16 rows: 64-wide sub-tiles, 5 deep (a whole chunk in flight per warp while it computes the previous
+  // one's last sub-tile); 64 rows: x dominates the stage, so 32-wide sub-tiles, 4 deep, keep two blocks
+  // per SM.
+  constexpr int SUB = BM <= 16 ? 64 : 32, S = BM <= 16 ? 5 : 4;
   using Cfg = ChunkCfg<BM, BN, NW, SUB, S>;
   auto kernel = linear_tc_chunks_kernel<Cfg, BM, BN, NW, SUB, S, TO>;
   static const bool attr = [&] {
@@ -243,13 +244,17 @@ void launch_chunks(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_
 
 // ---- n > 64: tiled, chunks in sequence ----------------------------------------------------------
 // BM x BN outputs per block, warps of WM x WN, k tiles of BK (kChunk is a multiple), STAGES-deep
-// cp.async pipeline.
+// cp.async pipeline. The running chunk sums live in shared memory after the stages, [element][thread]
+// (each thread reads back only its own): in registers beside the accumulators they pushed the 128 x 128
+// configuration past 255 registers.
 template <int BM, int BN, int BK, int WM, int WN, int STAGES>
 struct TileCfg {
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN, kThreads = kWarpsM * kWarpsN * 32;
   static constexpr int kLd = BK + 8;  // row stride in elements: 16-byte rows land on distinct banks
   static constexpr int kStageElems = (BM + BN) * kLd;
-  static constexpr size_t kSmem = size_t{STAGES} * kStageElems * sizeof(bf16_t);
+  static constexpr size_t kTotalOffset = size_t{STAGES} * kStageElems * sizeof(bf16_t);
+  static constexpr size_t kSmem = kTotalOffset + size_t{BM} * BN * sizeof(float);
+  static_assert(kTotalOffset % 16 == 0);
   static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0 && BM % WM == 0 && BN % WN == 0);
   static_assert(kChunk % BK == 0);
 };
@@ -266,9 +271,12 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int64_t i0 = static_cast<int64_t>(blockIdx.y) * BM, j0 = static_cast<int64_t>(blockIdx.x) * BN;
   const int64_t k_tiles = (in_f + BK - 1) / BK;
 
-  float acc[MT][NT][4], total[MT][NT][4];
+  float acc[MT][NT][4];
   zero(acc);
-  zero(total);
+  float* total = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem) + Cfg::kTotalOffset);
+  auto tot = [&](int a, int b, int c) -> float& {
+    return total[((a * NT + b) * 4 + c) * Cfg::kThreads + threadIdx.x];
+  };
 
   auto stage = [&](int64_t kt) {
     bf16_t* sa = smem + (kt % STAGES) * Cfg::kStageElems;
@@ -304,7 +312,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
         for (int b = 0; b < NT; ++b)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) total[a][b][c] = first ? acc[a][b][c] : total[a][b][c] + acc[a][b][c];
+          for (int c = 0; c < 4; ++c) tot(a, b, c) = first ? acc[a][b][c] : tot(a, b, c) + acc[a][b][c];
       zero(acc);
     }
   }
@@ -319,7 +327,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       for (int c = 0; c < 4; ++c) {
         const int64_t i = i0 + wm * WM + a * 16 + g + (c / 2) * 8, j = j0 + wn * WN + b * 8 + 2 * t + c % 2;
         if (i >= n || j >= out_f) continue;
-        float v = total[a][b][c];
+        float v = tot(a, b, c);
         if (bias) v += to_f(bias[j]);
         out[i * out_f + j] = from_f<TO>(v);
       }
