@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/ops.h"
+#include "backend/test_hooks.h"
 #include "base/log.h"
 #ifdef TF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -86,3 +87,9 @@ Buffer download_new(Backend& b, const Tensor& dev) {
 }
 
 }  // namespace tf
+
+#ifndef TF_HAVE_CUDA
+namespace tf::test_hooks {
+bool set_cuda_linear_small_rows_chunk(int) { return false; }
+}  // namespace tf::test_hooks
+#endif

@@ -16,6 +16,7 @@ mkdir -p "$stage/tests" "$stage/tools/stage_diff" "$stage/lib" .gpu
 bins=${PACK_BINS:-"tests/test_backend tests/test_models tensorfold tools/stage_diff/stage_diff"}
 [ "${PACK_RUNTIME:-0}" = 1 ] && bins="$bins tests/test_runtime"
 for f in $bins; do
+  mkdir -p "$stage/$(dirname "$f")"
   strip --strip-all -o "$stage/$f" "$B/$f"
 done
 # Libraries outside the C/C++ runtime, resolved here (the GPU image may lack or differ in them).

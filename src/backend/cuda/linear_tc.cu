@@ -1,57 +1,263 @@
 // linear on tensor cores (bf16 x and w): out[n, out_f] = rnd(x[n, in_f] · w[out_f, in_f]^T + bias).
 //
-// Contract (backend/ops.h `linear`, the CUDA tolerance of tools/cuda_check/README.md): each output
-// element is the f32 accumulation of mma.sync m16n8k16 over k in increasing 16-wide chunks (one
-// accumulator chain, no split-K), + bias in f32, then one rounding. It differs from the CPU
-// reference's 8-lane f32 dot only in the accumulation order inside the tensor core, so a bf16 output
-// is the CPU's or one ulp away (where the two f32 sums straddle a rounding boundary).
+// Contract (backend/ops.h `linear`, the CUDA tolerance of tools/cuda_check/README.md): k is cut into
+// fixed chunks of kChunk = 256 (the last one shorter where in_f is not a multiple). Each chunk's
+// partial p_c is an f32 chain of mma.sync m16n8k16 over its k in increasing 16-wide steps, started from
+// zero; the element is ((p_0 + p_1) + p_2) + ... in f32 in chunk order, + bias in f32, then one
+// rounding. It differs from the CPU reference's 8-lane f32 dot only in the order of the f32 additions
+// (and the tensor core's truncating internal ones), so a bf16 output is the CPU's or one ulp away where
+// the two sums straddle a rounding boundary.
 //
-// Batch invariance: the chain of an element is fixed by in_f alone (chunks past in_f are skipped, not
-// multiplied by zero), and every tile configuration below runs the same chain, so a row's bits are
-// the same whether the call has 1, 8, 37 or 9,000 rows (mma.cuh explains why the instruction allows
-// it). The configuration is picked by n only for speed.
+// Batch invariance: the chunks and each chunk's chain are fixed by in_f alone (steps past in_f are
+// skipped, not multiplied by zero), and every configuration below computes exactly that arithmetic,
+// so a row's bits are the same whether the call has 1, 8, 37 or 9,000 rows and whichever
+// configuration ran it (mma.cuh explains why the instruction allows it). The configuration is picked
+// from the shape only for speed:
+// - n <= 64 (decode, draft verification, small batches): the chunks kernel. A block owns BN output
+//   columns over all of k; its warps take chunks in turn (warp w: chunks w, w + NW, ...), each
+//   streaming its chunk through its own cp.async ring, so up to NW chunks are in flight per block and
+//   the blocks (out_f / BN of them, BN 8 or 16) cover the SMs; the partials meet in shared memory and
+//   are added in chunk order. Only the call's real rows of x are staged (the mma's padding rows read
+//   a real row and are discarded: output row i depends only on row i of A).
+// - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept in registers
+//   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
+#include <algorithm>
+#include <atomic>
+
+#include "backend/test_hooks.h"
+
 namespace tf::cuda {
 namespace {
 
 using namespace mma;
 
-// BM x BN outputs per block, warps of WM x WN, k tiles of BK, STAGES-deep cp.async pipeline.
-template <int BM, int BN, int BK, int WM, int WN, int STAGES>
-struct TileCfg {
-  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN, kThreads = kWarpsM * kWarpsN * 32;
-  static constexpr int kLd = BK + 8;  // row stride in elements: 16-byte rows land on distinct banks
-  static constexpr int kStageElems = (BM + BN) * kLd;
-  static constexpr size_t kSmem = size_t{STAGES} * kStageElems * sizeof(bf16_t);
-  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0 && BM % WM == 0 && BN % WN == 0);
-};
+// The contract's k chunk (see the top of this file). Every configuration uses it; only the test hook
+// below can change it, for the small-row configuration alone, to plant an invariance failure.
+constexpr int kChunk = 256;
+std::atomic<int> g_planted_small_chunk{0};
 
-// Stage one BK-wide k tile of rows [r0, r0 + rows) of a [n_rows, in_f] matrix into smem [rows][kLd].
-// vec: 16-byte cp.async (in_f % 8 == 0 and 16-byte aligned rows); else element loads (same values).
-template <int ROWS, int BK, int LD, int THREADS>
-__device__ __forceinline__ void load_tile(bf16_t* s, const bf16_t* __restrict__ g, int64_t r0, int64_t n_rows,
-                                          int64_t k0, int64_t in_f, bool vec) {
-  constexpr int kChunks = ROWS * BK / 8;
+// Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
+// rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
+// threads numbered `tid` share the copy (a block or one warp). vec: 16-byte cp.async (in_f % 8 == 0
+// and 16-byte aligned rows); else element loads (the same values).
+template <int COLS, int LD>
+__device__ __forceinline__ void load_rows(bf16_t* s, const bf16_t* __restrict__ g, int64_t r0, int rows,
+                                          int64_t n_rows, int64_t k0, int64_t in_f, bool vec, int tid,
+                                          int nthreads) {
   if (vec) {
-    for (int c = threadIdx.x; c < kChunks; c += THREADS) {
-      const int r = c / (BK / 8), kc = (c % (BK / 8)) * 8;
+    for (int c = tid; c < rows * (COLS / 8); c += nthreads) {
+      const int r = c / (COLS / 8), kc = (c % (COLS / 8)) * 8;
       const int64_t gr = r0 + r, gk = k0 + kc;
       const bool ok = gr < n_rows && gk < in_f;
       cp_async16(s + r * LD + kc, ok ? g + gr * in_f + gk : g, ok);
     }
   } else {
-    for (int e = threadIdx.x; e < ROWS * BK; e += THREADS) {
-      const int r = e / BK, kc = e % BK;
+    for (int e = tid; e < rows * COLS; e += nthreads) {
+      const int r = e / COLS, kc = e % COLS;
       const int64_t gr = r0 + r, gk = k0 + kc;
       s[r * LD + kc] = (gr < n_rows && gk < in_f) ? g[gr * in_f + gk] : bf16_t{0};
     }
   }
 }
+
+// B fragments of NT n8 tiles (columns col0 + 8b .. of a [cols][LD] smem tile, k offset kk) times the A
+// fragments of MT m16 tiles, accumulated into acc. Used by both kernels: one mma per (m16, n8) per step.
+template <int MT, int NT, int LD>
+__device__ __forceinline__ void mma_step(float (&acc)[MT][NT][4], const uint32_t (&af)[MT][4],
+                                         const bf16_t* sb, int col0, int kk, int lane, int mt_live) {
+  if constexpr (NT == 1) {
+    uint32_t bf[2];  // one n8 tile: rows lane % 8, k offset 8 * ((lane / 8) % 2) (lanes 16..31 unused)
+    ldmatrix_x2(bf, sb + (col0 + lane % 8) * LD + kk + ((lane / 8) % 2) * 8);
+#pragma unroll
+    for (int a = 0; a < MT; ++a)
+      if (a < mt_live) mma_bf16(acc[a][0], af[a], bf[0], bf[1]);
+  } else {
+#pragma unroll
+    for (int b = 0; b < NT; b += 2) {
+      uint32_t bf[4];  // two n8 tiles: rows (lane%8) + 8*(lane/16), k offset 8*((lane/8)%2)
+      ldmatrix_x4(bf, sb + (col0 + b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kk + ((lane / 8) % 2) * 8);
+#pragma unroll
+      for (int a = 0; a < MT; ++a)
+        if (a < mt_live) {
+          mma_bf16(acc[a][b], af[a], bf[0], bf[1]);
+          mma_bf16(acc[a][b + 1], af[a], bf[2], bf[3]);
+        }
+    }
+  }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int a = 0; a < MT; ++a)
+#pragma unroll
+    for (int b = 0; b < NT; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+}
+
+// ---- n <= 64: chunks in parallel across the warps of a block ------------------------------------
+// BM rows (16 or 64) x BN columns (8 or 16) per block, NW warps, each warp streaming sub-tiles of SUB k
+// through an S-deep ring of its own. Shared memory: the partials [NW][BM * BN] f32, then per warp S
+// stages of x (xrows rows, the call's real rows up to BM) and w (BN rows), each row SUB + 8 wide.
+template <int BM, int BN, int NW, int SUB, int S>
+struct ChunkCfg {
+  static constexpr int kThreads = NW * 32, kLd = SUB + 8, kMT = BM / 16, kNT = BN / 8;
+  static constexpr int kPer = (BM * BN + kThreads - 1) / kThreads;  // folded outputs per thread
+  static constexpr size_t kPartBytes = size_t{NW} * BM * BN * sizeof(float);
+  __host__ __device__ static constexpr size_t stage_elems(int xrows) {
+    return static_cast<size_t>(xrows + BN) * kLd;
+  }
+  static constexpr size_t smem(int xrows) { return kPartBytes + size_t{NW} * S * stage_elems(xrows) * 2; }
+  static_assert(BM % 16 == 0 && (BN == 8 || BN % 16 == 0) && SUB % 16 == 0 && kChunk % SUB == 0 && S >= 2);
+  static_assert(kPartBytes % 16 == 0);
+};
+
+// kc: the chunk length (kChunk; a multiple of SUB). xrows = min(n, BM), as the host sized the smem.
+template <class Cfg, int BM, int BN, int NW, int SUB, int S, class TO>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    linear_tc_chunks_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
+                            const bf16_t* __restrict__ bias, TO* __restrict__ out, int64_t n, int64_t in_f,
+                            int64_t out_f, bool vec, int kc) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int LD = Cfg::kLd, MT = Cfg::kMT, NT = Cfg::kNT;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * BM, j0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int xrows = static_cast<int>(n < BM ? n : BM);
+  const int rows = static_cast<int>(n - i0 < BM ? n - i0 : BM);  // this block's real rows, <= xrows
+  const int mt_live = (rows + 15) / 16;                          // m16 tiles holding real rows
+  float* part = reinterpret_cast<float*>(smem_raw);
+  const size_t stage_elems = Cfg::stage_elems(xrows);
+  bf16_t* ring = reinterpret_cast<bf16_t*>(smem_raw + Cfg::kPartBytes) + warp * S * stage_elems;
+
+  const int n_chunks = static_cast<int>((in_f + kc - 1) / kc), n_sub = kc / SUB;
+  const int rounds = (n_chunks + NW - 1) / NW;
+  // Sub-tile q of this warp: its local chunk q / n_sub (global chunk (q / n_sub) * NW + warp), part q %
+  // n_sub.
+  auto k_of = [&](int q) {
+    const int c = (q / n_sub) * NW + warp;
+    return c < n_chunks ? static_cast<int64_t>(c) * kc + static_cast<int64_t>(q % n_sub) * SUB : in_f;
+  };
+  auto issue = [&](int q) {
+    const int64_t k0 = k_of(q);
+    if (k0 < in_f) {
+      bf16_t* sx = ring + (q % S) * stage_elems;
+      load_rows<SUB, LD>(sx, x, i0, rows, n, k0, in_f, vec, lane, 32);
+      load_rows<SUB, LD>(sx + xrows * LD, w, j0, BN, out_f, k0, in_f, vec, lane, 32);
+    }
+    cp_async_commit();
+  };
+  for (int q = 0; q < S - 1; ++q) issue(q);
+
+  float total[Cfg::kPer];
+#pragma unroll
+  for (float& t : total) t = 0.0f;
+  for (int r = 0; r < rounds; ++r) {
+    if (r * NW + warp < n_chunks) {  // chunk r * NW + warp, from zero
+      float acc[MT][NT][4];
+      zero(acc);
+      for (int sub = 0; sub < n_sub; ++sub) {
+        const int q = r * n_sub + sub;
+        cp_async_wait<S - 2>();
+        __syncwarp();  // every lane's copies of sub-tile q landed; slot (q - 1) % S is no longer read
+        issue(q + S - 1);
+        const int64_t k0 = k_of(q);
+        const bf16_t* sx = ring + (q % S) * stage_elems;
+        const bf16_t* sw = sx + xrows * LD;
+#pragma unroll
+        for (int kk = 0; kk < SUB; kk += 16) {
+          if (k0 + kk >= in_f) break;  // the same chain length in every configuration
+          uint32_t af[MT][4];
+#pragma unroll
+          for (int a = 0; a < MT; ++a) {
+            const int row = min(a * 16 + lane % 16, rows - 1);  // padding rows read a real one
+            if (a < mt_live) ldmatrix_x4(af[a], sx + row * LD + kk + (lane / 16) * 8);
+          }
+          mma_step<MT, NT, LD>(acc, af, sw, 0, kk, lane, mt_live);
+        }
+      }
+      const int g = lane / 4, t = lane % 4;
+      float* p = part + warp * BM * BN;
+#pragma unroll
+      for (int a = 0; a < MT; ++a)
+#pragma unroll
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            p[(a * 16 + g + (c / 2) * 8) * BN + b * 8 + 2 * t + c % 2] = acc[a][b][c];
+    }
+    __syncthreads();
+    // Fold this round's partials into the running sums, in chunk order.
+#pragma unroll
+    for (int m = 0; m < Cfg::kPer; ++m) {
+      const int e = threadIdx.x + m * Cfg::kThreads;
+      if (e >= BM * BN) break;
+      for (int wi = 0; wi < NW && r * NW + wi < n_chunks; ++wi) {
+        const float v = part[wi * BM * BN + e];
+        total[m] = (r == 0 && wi == 0) ? v : total[m] + v;
+      }
+    }
+    __syncthreads();  // the partials are rewritten next round
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int m = 0; m < Cfg::kPer; ++m) {
+    const int e = threadIdx.x + m * Cfg::kThreads;
+    if (e >= BM * BN) break;
+    const int64_t i = i0 + e / BN, j = j0 + e % BN;
+    if (e / BN >= rows || j >= out_f) continue;
+    float v = total[m];
+    if (bias) v += to_f(bias[j]);
+    out[i * out_f + j] = from_f<TO>(v);
+  }
+}
+
+template <int BM, int BN, int NW, class TO>
+void launch_chunks(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
+                   int64_t in_f, int64_t out_f, bool vec, int kc) {
+  // 16 rows: 64-wide sub-tiles, 5 deep (a whole chunk in flight per warp while it computes the previous
+  // one's last sub-tile); 64 rows: x dominates the stage, so 32-wide sub-tiles, 4 deep, keep two blocks
+  // per SM.
+  constexpr int SUB = BM <= 16 ? 64 : 32, S = BM <= 16 ? 5 : 4;
+  using Cfg = ChunkCfg<BM, BN, NW, SUB, S>;
+  auto kernel = linear_tc_chunks_kernel<Cfg, BM, BN, NW, SUB, S, TO>;
+  static const bool attr = [&] {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Cfg::smem(BM))));
+    return true;
+  }();
+  (void)attr;
+  TF_CHECK(kc % SUB == 0);
+  const int xrows = static_cast<int>(std::min<int64_t>(n, BM));
+  const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM));
+  TF_CHECK(grid.y <= 65535);
+  kernel<<<grid, Cfg::kThreads, Cfg::smem(xrows), s>>>(x, w, bias, out, n, in_f, out_f, vec, kc);
+  TF_CUDA_LAUNCHED();
+}
+
+// ---- n > 64: tiled, chunks in sequence ----------------------------------------------------------
+// BM x BN outputs per block, warps of WM x WN, k tiles of BK (kChunk is a multiple), STAGES-deep
+// cp.async pipeline. The running chunk sums live in shared memory after the stages, [element][thread]
+// (each thread reads back only its own): in registers beside the accumulators they pushed the 128 x 128
+// configuration past 255 registers.
+template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+struct TileCfg {
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN, kThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kLd = BK + 8;  // row stride in elements: 16-byte rows land on distinct banks
+  static constexpr int kStageElems = (BM + BN) * kLd;
+  static constexpr size_t kTotalOffset = size_t{STAGES} * kStageElems * sizeof(bf16_t);
+  static constexpr size_t kSmem = kTotalOffset + size_t{BM} * BN * sizeof(float);
+  static_assert(kTotalOffset % 16 == 0);
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0 && BM % WM == 0 && BN % WN == 0);
+  static_assert(kChunk % BK == 0);
+};
 
 template <class Cfg, int BM, int BN, int BK, int WM, int WN, int STAGES, class TO>
 __global__ void __launch_bounds__(Cfg::kThreads)
@@ -66,19 +272,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int64_t k_tiles = (in_f + BK - 1) / BK;
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int a = 0; a < MT; ++a)
-#pragma unroll
-    for (int b = 0; b < NT; ++b)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+  zero(acc);
+  float* total = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem) + Cfg::kTotalOffset);
+  auto tot = [&](int a, int b, int c) -> float& {
+    return total[((a * NT + b) * 4 + c) * Cfg::kThreads + threadIdx.x];
+  };
 
   auto stage = [&](int64_t kt) {
     bf16_t* sa = smem + (kt % STAGES) * Cfg::kStageElems;
     bf16_t* sb = sa + BM * LD;
     if (kt < k_tiles) {
-      load_tile<BM, BK, LD, Cfg::kThreads>(sa, x, i0, n, kt * BK, in_f, vec);
-      load_tile<BN, BK, LD, Cfg::kThreads>(sb, w, j0, out_f, kt * BK, in_f, vec);
+      load_rows<BK, LD>(sa, x, i0, BM, n, kt * BK, in_f, vec, threadIdx.x, Cfg::kThreads);
+      load_rows<BK, LD>(sb, w, j0, BN, out_f, kt * BK, in_f, vec, threadIdx.x, Cfg::kThreads);
     }
     cp_async_commit();
   };
@@ -97,17 +302,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
       for (int a = 0; a < MT; ++a)
         ldmatrix_x4(af[a], sa + (wm * WM + a * 16 + lane % 16) * LD + kk + (lane / 16) * 8);
+      mma_step<MT, NT, LD>(acc, af, sb, wn * WN, kk, lane, MT);
+    }
+    // End of a chunk (or of k): total = p_0, then total += p_c, in chunk order.
+    if (((kt + 1) * BK) % kChunk == 0 || kt + 1 == k_tiles) {
+      const bool first = (kt * BK) / kChunk == 0;
 #pragma unroll
-      for (int b = 0; b < NT; b += 2) {
-        uint32_t bf[4];  // two n8 tiles: rows (lane%8) + 8*(lane/16), k offset 8*((lane/8)%2)
-        ldmatrix_x4(bf,
-                    sb + (wn * WN + b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kk + ((lane / 8) % 2) * 8);
+      for (int a = 0; a < MT; ++a)
 #pragma unroll
-        for (int a = 0; a < MT; ++a) {
-          mma_bf16(acc[a][b], af[a], bf[0], bf[1]);
-          mma_bf16(acc[a][b + 1], af[a], bf[2], bf[3]);
-        }
-      }
+        for (int b = 0; b < NT; ++b)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) tot(a, b, c) = first ? acc[a][b][c] : tot(a, b, c) + acc[a][b][c];
+      zero(acc);
     }
   }
   cp_async_wait<0>();
@@ -121,7 +327,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       for (int c = 0; c < 4; ++c) {
         const int64_t i = i0 + wm * WM + a * 16 + g + (c / 2) * 8, j = j0 + wn * WN + b * 8 + 2 * t + c % 2;
         if (i >= n || j >= out_f) continue;
-        float v = acc[a][b][c];
+        float v = tot(a, b, c);
         if (bias) v += to_f(bias[j]);
         out[i * out_f + j] = from_f<TO>(v);
       }
@@ -150,16 +356,31 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const auto* xp = ptr<const bf16_t>(x);
   const auto* wp = ptr<const bf16_t>(w);
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
+  TO* op = ptr<TO>(out);
   const bool vec =
       in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
-  // Decode and draft verification: one warp per 16 columns, the weights streamed once in 256-wide k
-  // tiles (BK 64 -> 256 took the 1B's batch-1 decode from 144 to 160 tok/s on the H200).
-  if (n <= 16)
-    launch_cfg<16, 16, 256, 16, 16, 4>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
-  else if (n <= 128)
-    launch_cfg<64, 64, 32, 32, 32, 4>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
-  else
-    launch_cfg<128, 128, 32, 64, 32, 4>(s, xp, wp, bp, ptr<TO>(out), n, in_f, out_f, vec);
+  const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
+  if (n <= 16) {
+    const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+    const int kc = planted ? planted : kChunk;
+    // 8 columns per block up to ~2 waves of blocks on 132 SMs (k/v/o/down: 128 blocks), 16 beyond
+    // (lm_head); 8 warps where k has more than 4 chunks (down: 12 chunks in 2 rounds instead of 3).
+    const bool wide = out_f >= 16 * 264, deep = n_chunks > 4;
+    if (wide && deep)
+      launch_chunks<16, 16, 8>(s, xp, wp, bp, op, n, in_f, out_f, vec, kc);
+    else if (wide)
+      launch_chunks<16, 16, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec, kc);
+    else if (deep)
+      launch_chunks<16, 8, 8>(s, xp, wp, bp, op, n, in_f, out_f, vec, kc);
+    else
+      launch_chunks<16, 8, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec, kc);
+  } else if (n <= 64) {
+    launch_chunks<64, 16, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec, kChunk);
+  } else if (n <= 128) {
+    launch_cfg<64, 64, 32, 32, 32, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+  } else {
+    launch_cfg<128, 128, 32, 64, 32, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+  }
 }
 
 }  // namespace
@@ -178,3 +399,11 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 }
 
 }  // namespace tf::cuda
+
+namespace tf::test_hooks {
+bool set_cuda_linear_small_rows_chunk(int kc) {
+  TF_CHECK(kc == 0 || (kc > 0 && kc % 64 == 0));
+  tf::cuda::g_planted_small_chunk.store(kc, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace tf::test_hooks

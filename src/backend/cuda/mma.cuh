@@ -1,10 +1,11 @@
 // Tensor-core building blocks shared by the fast kernels (linear_tc.cu, attention_tc.cu): bf16
 // mma.sync m16n8k16 with f32 accumulation, ldmatrix, and cp.async copies into shared memory.
 //
-// Why mma.sync m16n8k16 everywhere: every kernel that uses it accumulates an output element as one
-// chain of these instructions over k in increasing 16-wide steps, and the instruction computes
-// element (i, j) from row i of A, column j of B and C(i, j) only. So an element's bits depend on
-// the reduction length and the operands, never on how many rows the call has, which tile the row
+// Why mma.sync m16n8k16 everywhere: every kernel that uses it accumulates an output element as
+// chains of these instructions over k in increasing 16-wide steps, cut where the reduction length
+// alone says (linear_tc.cu: fixed chunks of 256, partials added in chunk order), and the instruction
+// computes element (i, j) from row i of A, column j of B and C(i, j) only. So an element's bits depend
+// on the reduction length and the operands, never on how many rows the call has, which tile the row
 // sits in, or which tile configuration ran it (docs/design.md, invariant 2: batch invariance).
 //
 // Fragment layouts (PTX ISA, "mma.m16n8k16"), g = lane / 4, t = lane % 4:

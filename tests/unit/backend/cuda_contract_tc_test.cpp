@@ -5,8 +5,10 @@
 // backend. Skips where create_backend("cuda") fails. The other ops: cuda_contract_test.cpp.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
+#include "backend/test_hooks.h"
 #include "cuda_contract_util.h"
 
 using namespace tf;
@@ -18,22 +20,28 @@ constexpr DType kActs[] = {DType::BF16, DType::F32};
 constexpr DType kBF16 = DType::BF16;
 
 // ---- linear ----------------------------------------------------------------------------------
-Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* bias) {
+// out in x's dtype unless `out_dt` says otherwise (the op allows bf16 x with an f32 out: the f32
+// accumulation's bits, before any rounding, which makes invariance checks sharper).
+Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* bias,
+                  std::optional<DType> out_dt = std::nullopt) {
   auto dx = upload_new(be, x), dw = upload_new(be, w);
   DeviceBuffer db;
   if (bias) db = upload_new(be, *bias);
-  auto out = be.alloc(x.dtype(), {x.shape()[0], w.shape()[0]});
+  auto out = be.alloc(out_dt.value_or(x.dtype()), {x.shape()[0], w.shape()[0]});
   be.linear(dx, dw, bias ? &db.tensor() : nullptr, out);
   return fetch(be, out);
 }
 
-// bf16 x and w run on tensor cores (linear_tc.cu): one mma chain per element, accumulated in a
-// different order than the CPU's 8-lane f32 dot, and the tensor core's internal additions are not
-// IEEE round-to-nearest (they truncate): on the H200 the two sums were measured up to
-// 0.99·2^-16·Σ_k|x_k w_k| apart (K <= 3072), and the final bf16 rounding can then land one bf16 ulp
-// apart. Tolerance per element: |cuda - cpu| <= ulp_bf16(cpu) + 2^-14 (Σ_k |x_k w_k| + |bias|). Where
-// an output cancels (|out| << Σ|x w|) that allows many ulps of the small result; a wrong kernel is
-// off by O(Σ|x w| / sqrt(K)), far outside. f32 activations or weights run the CPU's arithmetic: exact.
+// bf16 x and w run on tensor cores (linear_tc.cu): k in fixed chunks of 256, each chunk an mma chain
+// from zero, the chunk partials added in f32 in chunk order, then bias and one rounding. That is a
+// different order than the CPU's 8-lane f32 dot, and the tensor core's internal additions are not IEEE
+// round-to-nearest (they truncate): with one chain over all of k the two sums were measured on the
+// H200 up to 0.99·2^-16·Σ_k|x_k w_k| apart (K <= 3072); chunking only shortens the truncating chains
+// and adds at most in_f/256 round-to-nearest f32 additions (each <= 2^-24 Σ|x w|, < 2^-18 Σ|x w| in
+// all for K <= 12,288), and the final bf16 rounding can then land one bf16 ulp apart. Tolerance per
+// element (unchanged): |cuda - cpu| <= ulp_bf16(cpu) + 2^-14 (Σ_k |x_k w_k| + |bias|). Where an output
+// cancels (|out| << Σ|x w|) that allows many ulps of the small result; a wrong kernel is off by
+// O(Σ|x w| / sqrt(K)), far outside. f32 activations or weights run the CPU's arithmetic: exact.
 bool tensor_core_linear(DType act, DType wt) { return act == kBF16 && wt == kBF16; }
 
 // The per-element bound above, as a buffer of out's shape (f32).
@@ -73,8 +81,13 @@ TEST_F(CudaContract, Linear) {
   struct Case {
     int64_t n, in_f, out_f;
   };
-  const Case cases[] = {{1, 67, 33},   {3, 1000, 257},   {7, 33, 7},       {33, 67, 1000},
-                        {257, 35, 19}, {17, 1024, 3072}, {300, 588, 1024}, {129, 2048, 200}};
+  // Every configuration of the tensor-core kernel (n <= 16: 8 or 16 columns per block, 4 or 8 warps;
+  // n <= 64; n <= 128; larger), in_f below, at and past the 256 chunk, not a multiple of it, and odd
+  // (element loads instead of cp.async).
+  const Case cases[] = {{1, 67, 33},    {3, 1000, 257},   {7, 33, 7},       {33, 67, 1000},
+                        {257, 35, 19},  {17, 1024, 3072}, {300, 588, 1024}, {129, 2048, 200},
+                        {1, 256, 130},  {16, 3000, 300},  {2, 1304, 4300},  {5, 2600, 4400},
+                        {64, 3001, 77}, {40, 200, 520},   {65, 1000, 64},   {9, 12289, 40}};
   uint32_t seed = 1;
   for (const Case& c : cases)
     for (DType act : kActs)
@@ -142,6 +155,91 @@ TEST_F(CudaContract, BatchInvarianceLinear) {
             << "rows " << r0 << ".." << r1;
       EXPECT_TRUE(Differs(rows_of(full, 1, 2), run_linear(dev(), rows_of(x, 0, 1), w, &b))) << "control";
     }
+}
+
+// Calls of each row count in kRowCounts (the <= 16-row chunks kernel: 1, 2, 7, 16; the <= 64-row one:
+// 17, 33, 64; the tiled kernels, chunks summed in registers: 65, 129, 256), each at up to three offsets,
+// against the same rows of one 256-row call. Prints one line per row count that differs (with the first
+// differing element) or one line saying every call matched; returns the row counts that differed.
+constexpr int64_t kRowCounts[] = {1, 2, 7, 16, 17, 33, 64, 65, 129, 256};
+
+std::vector<int64_t> linear_invariance(Backend& dev, const Buffer& x, const Buffer& w, const Buffer* b,
+                                       DType out_dt, const std::string& what) {
+  const int64_t n = x.shape()[0];
+  const Buffer full = run_linear(dev, x, w, b, out_dt);
+  std::vector<int64_t> differ;
+  int64_t calls = 0;
+  for (int64_t rows : kRowCounts) {
+    std::vector<int64_t> offsets = {0, (n - rows) / 2 + 1, n - rows};
+    offsets.erase(std::remove_if(offsets.begin(), offsets.end(), [&](int64_t r0) { return r0 + rows > n; }),
+                  offsets.end());
+    std::sort(offsets.begin(), offsets.end());
+    offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
+    for (int64_t r0 : offsets) {
+      ++calls;
+      const Diff d =
+          diff(rows_of(full, r0, r0 + rows), run_linear(dev, rows_of(x, r0, r0 + rows), w, b, out_dt));
+      if (d.error.empty() && d.differ == 0) continue;
+      std::printf("[ contract ] %s: a call of %lld rows at row %lld differs from the %lld-row call: %s\n",
+                  what.c_str(), static_cast<long long>(rows), static_cast<long long>(r0),
+                  static_cast<long long>(n), d.str().c_str());
+      if (differ.empty() || differ.back() != rows) differ.push_back(rows);
+    }
+  }
+  if (differ.empty())
+    std::printf("[ contract ] %s: %lld calls of 1..256 rows, every row bit-identical to the %lld-row call\n",
+                what.c_str(), static_cast<long long>(calls), static_cast<long long>(n));
+  return differ;
+}
+
+// Batch invariance across every configuration of the tensor-core linear, exact bits, for outputs in
+// bf16 and in f32 (the f32 accumulation itself, where a different chunking or order would show in
+// almost every element). in_f below the 256 chunk (200), past it and not a multiple of it (1000), twelve
+// chunks (3000: two rounds of 8 warps in the small-row kernel), odd (1001: element loads); out_f small or
+// wide enough for 16-column blocks (4300, 4240). Each 256-row result is also held to the CPU tolerance.
+TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
+  struct Case {
+    int64_t in_f, out_f;
+  };
+  uint32_t seed = 60;
+  for (const Case c : {Case{200, 72}, Case{1000, 130}, Case{3000, 520}, Case{1001, 4300}, Case{2056, 4240}}) {
+    Buffer x = randn(kBF16, {256, c.in_f}, seed++), w = randn(kBF16, {c.out_f, c.in_f}, seed++, 0.03f),
+           b = randn(kBF16, {c.out_f}, seed++);
+    const std::string name = cat("linear ", c.in_f, "->", c.out_f);
+    const Buffer ref = run_linear(cpu(), x, w, &b), full = run_linear(dev(), x, w, &b);
+    EXPECT_TRUE(NearLinear(ref, full, linear_bound(ref, x, w, &b), name + " 256 rows vs cpu"));
+    for (DType out_dt : kActs) {
+      const std::vector<int64_t> differ =
+          linear_invariance(dev(), x, w, &b, out_dt, cat(name, " out ", dtype_name(out_dt)));
+      EXPECT_TRUE(differ.empty()) << name << " out " << dtype_name(out_dt) << ": " << differ.size()
+                                  << " row counts differ from the 256-row call";
+    }
+  }
+}
+
+// Planted control for the check above: the test hook makes the <= 16-row configuration alone cut k into
+// chunks of 128 instead of 256. That only reorders f32 additions, so the CPU tolerance cannot see it
+// (checked below), but a row's bits now depend on the call size: with f32 outputs the calls of 1, 2, 7
+// and 16 rows must differ from the 256-row call and every larger call must still match. (bf16 outputs
+// would hide most such reorderings in the rounding; the invariance test checks both.)
+TEST_F(CudaContract, BatchInvarianceLinearPlantedControl) {
+  struct Plant {  // restores the contract's chunk even when an assertion fails
+    bool on = test_hooks::set_cuda_linear_small_rows_chunk(128);
+    ~Plant() { test_hooks::set_cuda_linear_small_rows_chunk(0); }
+  };
+  Buffer x = randn(kBF16, {256, 1000}, 71), w = randn(kBF16, {130, 1000}, 72, 0.03f),
+         b = randn(kBF16, {130}, 73);
+  {
+    Plant plant;
+    ASSERT_TRUE(plant.on) << "the CUDA build has the test hook";
+    const Buffer x7 = rows_of(x, 3, 10), ref = run_linear(cpu(), x7, w, &b),
+                 got = run_linear(dev(), x7, w, &b);
+    EXPECT_TRUE(NearLinear(ref, got, linear_bound(ref, x7, w, &b), "planted chunk 128, 7 rows vs cpu"));
+    const std::vector<int64_t> differ =
+        linear_invariance(dev(), x, w, &b, DType::F32, "control: chunk 128 for <= 16 rows, out f32");
+    EXPECT_EQ(differ, (std::vector<int64_t>{1, 2, 7, 16})) << "planted control not caught as expected";
+  }
+  EXPECT_TRUE(linear_invariance(dev(), x, w, &b, DType::F32, "control removed, out f32").empty());
 }
 
 // ---- attention -------------------------------------------------------------------------------

@@ -1,0 +1,156 @@
+// The bf16 tensor-core linear (src/backend/cuda/linear_tc.cu) on the 1B decoder's shapes (hidden 1024,
+// 28 layers, lm_head 151,936) at 1, 8, 32 and 64 rows: microseconds per call and the weight stream's
+// GB/s, with the bound at the H200's measured 4.3 TB/s beside each figure. Built with -DTF_BENCH=ON where
+// the CUDA backend is built; runs on the GPU machine:
+//   linear_bench [reps]        (default 200)
+// Per call, two timings with CUDA events over `reps` calls after a warm-up:
+//   eager: back-to-back launches from the host (what the engine pays today, launch gaps included);
+//   graph: the same launches captured in one CUDA graph and replayed (the kernel's own time, as a
+//          captured decode step would see it).
+// Each timed call reads a different copy of the weights (copies up to ~256 MB in all), so the L2
+// (~50 MB) does not serve them, as in a real decode step where 28 layers' weights pass between two
+// reads of the same matrix. GB/s counts the weights, x and out once per call.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace {
+
+using tf::DType;
+using tf::Tensor;
+
+struct LinearShape {
+  const char* name;
+  int64_t in_f, out_f, per_step;  // per_step: calls in one decode step (28 layers; lm_head once)
+};
+
+constexpr LinearShape kShapes[] = {
+    {"q_proj", 1024, 2048, 28},    {"k_proj", 1024, 1024, 28},    {"v_proj", 1024, 1024, 28},
+    {"o_proj", 2048, 1024, 28},    {"gate_proj", 1024, 3072, 28}, {"up_proj", 1024, 3072, 28},
+    {"down_proj", 3072, 1024, 28}, {"lm_head", 1024, 151936, 1},
+};
+constexpr int64_t kRows[] = {1, 8, 32, 64};
+constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
+
+void* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  TF_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+// Deterministic bf16 values of magnitude 2^-12 .. 2^-4 (like a trained layer's), never NaN or Inf.
+void fill(void* dev, int64_t n, uint32_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& v : h) {
+    s = s * 1664525u + 1013904223u;
+    const uint32_t mant = (s >> 9) & 0x7f, sign = (s >> 31) << 15, ex = 115 + ((s >> 16) & 7);
+    v = static_cast<uint16_t>(sign | (ex << 7) | mant);
+  }
+  TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+}
+
+struct Timing {
+  double eager_us, graph_us;
+};
+
+Timing time_calls(cudaStream_t s, const std::vector<Tensor>& ws, const Tensor& x, const Tensor& out,
+                  int reps) {
+  auto launch_all = [&] {
+    for (int r = 0; r < reps; ++r)
+      tf::cuda::launch_linear(s, x, ws[static_cast<size_t>(r) % ws.size()], nullptr, out);
+  };
+  for (int r = 0; r < 3; ++r) tf::cuda::launch_linear(s, x, ws[0], nullptr, out);  // warm-up, smem attributes
+  cudaEvent_t e0, e1;
+  TF_CUDA_CHECK(cudaEventCreate(&e0));
+  TF_CUDA_CHECK(cudaEventCreate(&e1));
+  TF_CUDA_CHECK(cudaStreamSynchronize(s));
+  TF_CUDA_CHECK(cudaEventRecord(e0, s));
+  launch_all();
+  TF_CUDA_CHECK(cudaEventRecord(e1, s));
+  TF_CUDA_CHECK(cudaEventSynchronize(e1));
+  float eager_ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&eager_ms, e0, e1));
+
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  launch_all();
+  TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
+  TF_CUDA_CHECK(cudaEventRecord(e0, s));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
+  TF_CUDA_CHECK(cudaEventRecord(e1, s));
+  TF_CUDA_CHECK(cudaEventSynchronize(e1));
+  float graph_ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&graph_ms, e0, e1));
+  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  TF_CUDA_CHECK(cudaGraphDestroy(g));
+  TF_CUDA_CHECK(cudaEventDestroy(e0));
+  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  return {1e3 * eager_ms / reps, 1e3 * graph_ms / reps};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  cudaDeviceProp prop{};
+  TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing\n", prop.name,
+              prop.multiProcessorCount, reps);
+  cudaStream_t s;
+  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::printf("%-10s %5s %6s %7s | %9s %9s | %8s %6s | %8s\n", "shape", "rows", "in_f", "out_f", "eager us",
+              "graph us", "GB/s", "of HBM", "bound us");
+  std::vector<double> step_eager(std::size(kRows)), step_graph(std::size(kRows)),
+      step_bound(std::size(kRows));
+  for (const LinearShape& sh : kShapes) {
+    const size_t w_bytes = static_cast<size_t>(sh.in_f * sh.out_f) * 2;
+    const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w_bytes);
+    std::vector<void*> mem;
+    std::vector<Tensor> ws;
+    for (size_t c = 0; c < copies; ++c) {
+      mem.push_back(dev_alloc(w_bytes));
+      fill(mem.back(), sh.in_f * sh.out_f, static_cast<uint32_t>(c + 1));
+      ws.push_back(Tensor{mem.back(), DType::BF16, {sh.out_f, sh.in_f}});
+    }
+    for (size_t ri = 0; ri < std::size(kRows); ++ri) {
+      const int64_t n = kRows[ri];
+      void* xm = dev_alloc(static_cast<size_t>(n * sh.in_f) * 2);
+      void* om = dev_alloc(static_cast<size_t>(n * sh.out_f) * 2);
+      fill(xm, n * sh.in_f, 99);
+      const Tensor x{xm, DType::BF16, {n, sh.in_f}}, out{om, DType::BF16, {n, sh.out_f}};
+      const Timing t = time_calls(s, ws, x, out, reps);
+      const double bytes = static_cast<double>(w_bytes) + 2.0 * n * (sh.in_f + sh.out_f);
+      const double bound_us = 1e6 * bytes / kHbm;
+      std::printf("%-10s %5lld %6lld %7lld | %9.2f %9.2f | %8.0f %5.0f%% | %8.2f\n", sh.name,
+                  static_cast<long long>(n), static_cast<long long>(sh.in_f),
+                  static_cast<long long>(sh.out_f), t.eager_us, t.graph_us, bytes / (t.graph_us * 1e-6) / 1e9,
+                  100 * bound_us / t.graph_us, bound_us);
+      step_eager[ri] += t.eager_us * static_cast<double>(sh.per_step);
+      step_graph[ri] += t.graph_us * static_cast<double>(sh.per_step);
+      step_bound[ri] += bound_us * static_cast<double>(sh.per_step);
+      TF_CUDA_CHECK(cudaFree(xm));
+      TF_CUDA_CHECK(cudaFree(om));
+    }
+    for (void* p : mem) TF_CUDA_CHECK(cudaFree(p));
+  }
+  std::printf("\none decode step's linears (28 layers x 7 + lm_head):\n");
+  for (size_t ri = 0; ri < std::size(kRows); ++ri)
+    std::printf(
+        "  %2lld rows: eager %8.1f us, graph %8.1f us, bound %6.1f us (%.0f%% of the bound in a graph)\n",
+        static_cast<long long>(kRows[ri]), step_eager[ri], step_graph[ri], step_bound[ri],
+        100 * step_bound[ri] / step_graph[ri]);
+  TF_CUDA_CHECK(cudaStreamDestroy(s));
+  return 0;
+}

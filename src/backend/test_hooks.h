@@ -1,0 +1,14 @@
+// Test-only switches inside the backends, for the planted controls of the contract tests (a control
+// must show that a test catches the fault it guards against). Production code never calls them.
+// Plain C++: the tests build with or without CUDA.
+#pragma once
+
+namespace tf::test_hooks {
+
+// The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
+// configuration; this makes its <= 16-row configuration alone use chunks of kc (a positive multiple of
+// 64), which breaks batch invariance on purpose. 0 restores the contract. Returns false where the
+// build has no CUDA backend.
+bool set_cuda_linear_small_rows_chunk(int kc);
+
+}  // namespace tf::test_hooks
