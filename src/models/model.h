@@ -81,6 +81,8 @@ struct ForwardBatch {
   // Device [n_image_rows, hidden_size] in the model dtype: row j replaces the embedding of the
   // j-th row (in batch order) whose token id is image_token_id. The count must match exactly.
   // For a chunk that starts inside an image, pass the matching slice of encode_images' output.
+  // Null: no row takes an image embedding; an image-token id is then embedded as a token (a
+  // generated one: Transformers' decode steps carry no pixel_values either).
   const Tensor* image_embeds = nullptr;
   std::vector<int32_t> logit_rows;  // batch rows that need logits, in the order wanted
   // Prompt cache: recurrent families keep their state at every position inside the batch that is a

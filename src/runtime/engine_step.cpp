@@ -221,6 +221,8 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
   }
   std::erase_if(active,
                 [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });
+  const Model::KvPoolStats ps = m.kv_pool_stats();
+  metrics_.set_kv_blocks(ps.blocks, ps.free, cache_ ? static_cast<int64_t>(cache_->n_shared_blocks()) : 0);
 }
 
 void Engine::reserve_blocks(std::vector<Work>& work, std::vector<std::unique_ptr<Sequence>>& active) {

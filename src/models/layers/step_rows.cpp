@@ -24,7 +24,9 @@ Status check_segment(const Segment& sg, const StepLimits& lim, size_t& n_img) {
     if (pos < 0 || pos >= cap)
       return make_error("forward: position " + std::to_string(pos) + " is outside the cache (capacity " +
                         std::to_string(cap) + ")");
-    if (lim.image_token_id >= 0 && id == lim.image_token_id) ++n_img;
+    // Without image embeddings an image-token id is embedded as text: a generated one (HF's decode
+    // steps pass no pixel_values, so masked_scatter never runs there).
+    if (lim.image_token_id >= 0 && id == lim.image_token_id && batch.image_embeds) ++n_img;
   }
   const Tensor* emb = batch.image_embeds;
   const int64_t n_emb = emb ? emb->dim(0) : 0;

@@ -5,7 +5,9 @@
 // backend. Skips where create_backend("cuda") fails. The other ops: cuda_contract_test.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "backend/test_hooks.h"
@@ -388,6 +390,108 @@ TEST_F(CudaContract, BatchInvarianceAttention) {
                                                                rows_of(in.ranges, r, r + 1))))
           << "vision row " << r << " " << dtype_name(act);
   }
+}
+
+// ---- paged attention ---------------------------------------------------------------------------
+// Segments of several sequences in one call over a shared block pool (the batched engine's step):
+// decode rows, a draft verification, a prefill chunk. Their blocks are scattered over the pool.
+struct PagedCase {
+  std::vector<int64_t> q_rows, n_keys;  // per segment: query rows (the last ones), keys
+};
+
+struct PagedInputs {
+  Buffer q, k_pool, v_pool, tables, seg_rows, ranges;
+  std::vector<std::vector<int32_t>> blocks;  // per segment
+  int64_t n_q = 0, max_blocks = 1;
+  PagedInputs(const PagedCase& c, DType act, int64_t heads, int64_t kvh, int64_t d, uint32_t seed) {
+    const size_t n_seg = c.q_rows.size();
+    int64_t need = 0;
+    for (size_t s = 0; s < n_seg; ++s) {
+      n_q += c.q_rows[s];
+      need += (c.n_keys[s] + kKvBlock - 1) / kKvBlock;
+      max_blocks = std::max(max_blocks, (c.n_keys[s] + kKvBlock - 1) / kKvBlock);
+    }
+    const int64_t pool_blocks = need + 5;
+    std::vector<int32_t> ids(static_cast<size_t>(pool_blocks));
+    for (int64_t i = 0; i < pool_blocks; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+    std::vector<int32_t> tab(n_seg * static_cast<size_t>(max_blocks), 0), sr{0}, rg;
+    size_t next = 0;
+    for (size_t s = 0; s < n_seg; ++s) {
+      blocks.emplace_back();
+      for (int64_t b = 0; b * kKvBlock < c.n_keys[s]; ++b) {
+        blocks[s].push_back(ids[next++]);
+        tab[s * static_cast<size_t>(max_blocks) + static_cast<size_t>(b)] = blocks[s].back();
+      }
+      sr.push_back(sr.back() + static_cast<int32_t>(c.q_rows[s]));
+      for (int64_t i = 0; i < c.q_rows[s]; ++i) {  // causal: the segment's last q_rows positions
+        rg.push_back(0);
+        rg.push_back(static_cast<int32_t>(c.n_keys[s] - c.q_rows[s] + i + 1));
+      }
+    }
+    q = randn(act, {n_q, heads, d}, seed + 1);
+    k_pool = randn(act, {pool_blocks * kKvBlock, kvh, d}, seed + 2);
+    v_pool = randn(act, {pool_blocks * kKvBlock, kvh, d}, seed + 3);
+    tables = i32({static_cast<int64_t>(n_seg), max_blocks}, tab);
+    seg_rows = i32({static_cast<int64_t>(n_seg) + 1}, sr);
+    ranges = i32({n_q, 2}, rg);
+  }
+  // Segment s's keys gathered contiguously: [n_keys, kvh, d].
+  Buffer gather(const Buffer& pool, size_t s, int64_t n_keys) const {
+    const int64_t row = pool.numel() / pool.shape()[0];
+    Buffer out(pool.dtype(), {n_keys, pool.shape()[1], pool.shape()[2]});
+    const size_t es = dtype_size(pool.dtype());
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const int64_t src = blocks[s][static_cast<size_t>(j / kKvBlock)] * kKvBlock + j % kKvBlock;
+      std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(j * row) * es,
+                  static_cast<const char*>(pool.data()) + static_cast<size_t>(src * row) * es,
+                  static_cast<size_t>(row) * es);
+    }
+    return out;
+  }
+};
+
+Buffer run_paged(Backend& be, const PagedInputs& in, const Buffer* tables = nullptr) {
+  auto dq = upload_new(be, in.q), dk = upload_new(be, in.k_pool), dv = upload_new(be, in.v_pool),
+       dt = upload_new(be, tables ? *tables : in.tables), ds = upload_new(be, in.seg_rows),
+       dr = upload_new(be, in.ranges);
+  auto out = be.alloc(in.q.dtype(), in.q.shape());
+  be.paged_attention(dq, dk, dv, dt, ds, dr, 1.0f / std::sqrt(static_cast<float>(in.q.shape()[2])), out);
+  return fetch(be, out);
+}
+
+// CUDA against the CPU reference (the flash tolerance for bf16, exact for f32), and each segment's rows
+// bit-identical to attention() over its keys laid out contiguously, alone: neither the pool layout nor
+// the other segments of the step change a row. Control: one swapped table entry must change the rows.
+TEST_F(CudaContract, PagedAttention) {
+  const PagedCase c{{1, 1, 5, 130, 1, 64}, {1, 700, 69, 300, 64, 64}};
+  for (int64_t d : {64, 128})
+    for (DType act : kActs) {
+      SCOPED_TRACE(cat("head_dim ", d, " ", dtype_name(act)));
+      PagedInputs in(c, act, 8, 2, d, 900 + static_cast<uint32_t>(d));
+      const Buffer ref = run_paged(cpu(), in), got = run_paged(dev(), in);
+      if (flash_attention(act, d))
+        EXPECT_TRUE(NearAbs(ref, got, cat("paged attention d ", d), attention_tol(in.v_pool)));
+      else
+        EXPECT_TRUE(Close(ref, got, cat("paged attention d ", d)));
+      int64_t r0 = 0;
+      for (size_t s = 0; s < c.q_rows.size(); ++s) {
+        const int64_t r1 = r0 + c.q_rows[s];
+        const Buffer k = in.gather(in.k_pool, s, c.n_keys[s]), v = in.gather(in.v_pool, s, c.n_keys[s]);
+        EXPECT_TRUE(Exact(rows_of(got, r0, r1),
+                          run_attention(dev(), rows_of(in.q, r0, r1), k, v, rows_of(in.ranges, r0, r1))))
+            << "segment " << s << " against contiguous attention";
+        EXPECT_TRUE(Exact(rows_of(ref, r0, r1),
+                          run_attention(cpu(), rows_of(in.q, r0, r1), k, v, rows_of(in.ranges, r0, r1))))
+            << "CPU segment " << s << " against contiguous attention";
+        r0 = r1;
+      }
+      Buffer swapped = clone(in.tables.view());  // segment 1 (700 keys): its first two blocks exchanged
+      auto* t = static_cast<int32_t*>(swapped.data());
+      std::swap(t[in.max_blocks], t[in.max_blocks + 1]);
+      EXPECT_TRUE(Differs(rows_of(got, 1, 2), rows_of(run_paged(dev(), in, &swapped), 1, 2)))
+          << "control: a swapped block table entry";
+    }
 }
 
 }  // namespace

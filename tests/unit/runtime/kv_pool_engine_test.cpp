@@ -1,0 +1,185 @@
+// The batched engine over a paged K/V pool (issue 15): more concurrent requests than the pool holds all
+// finish with the outputs they have alone (the newest are preempted and recomputed); a prompt larger
+// than the pool is refused before any work; the prompt cache gives its blocks back under pool pressure;
+// and after many requests every block is free again.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "runtime/engine.h"
+#include "test_pipeline.h"
+
+namespace tf {
+namespace {
+
+const std::string kCkpt = std::string(TF_SOURCE_DIR) + "/tests/golden/ckpt/lighton_ocr-tiny-bf16";
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::string error, reason;
+};
+
+Outcome drain(RequestChannel& ch) {
+  Outcome o;
+  for (;;) {
+    auto e = ch.pop(120000);
+    if (!e) {
+      o.error = "timeout";
+      return o;
+    }
+    if (e->kind == EngineEvent::Kind::Token && e->token >= 0) {
+      o.ids.push_back(e->token);
+      if (e->logprob) o.logprobs.push_back(e->logprob->logprob);
+    } else if (e->kind == EngineEvent::Kind::Finished) {
+      o.reason = e->finish_reason;
+      return o;
+    } else if (e->kind == EngineEvent::Kind::Error) {
+      o.error = e->message;
+      return o;
+    }
+  }
+}
+
+// Bytes of one pool block of the tiny checkpoint (every layer's k and v for 64 positions, bf16).
+double block_mb() {
+  std::ifstream f(kCkpt + "/config.json");
+  const auto t = nlohmann::json::parse(f)["text_config"];
+  return 2.0 * t["num_hidden_layers"].get<double>() * 64 * t["num_key_value_heads"].get<double>() *
+         t["head_dim"].get<double>() * 2 / 1048576.0;
+}
+
+std::unique_ptr<Engine> make_engine(double kv_blocks, int parallel, double cache_mb = 0) {
+  EngineOptions o;
+  o.backend = test_backend_name();
+  o.checkpoint = kCkpt;
+  o.parallel = parallel;
+  o.prefill_chunk = 64;
+  o.cache_mb = cache_mb;
+  o.kv_cache_mb = kv_blocks * block_mb();
+  auto e = Engine::create(o);
+  EXPECT_TRUE(e.ok()) << e.error().message;
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+int64_t metric(const Engine& e, const std::string& name) {
+  const std::string text = e.metrics_text(), key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
+}
+
+// True once the metrics text holds `line` (the engine frees a finished sequence's blocks right after
+// the step that sent its last event, so a client may look a moment before).
+bool metrics_reach(const Engine& e, const std::string& line) {
+  for (int i = 0; i < 200; ++i) {
+    if (e.metrics_text().find(line) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A token-id prompt of n ids (seeded), max_tokens out; greedy (seed 0) or seeded sampling.
+GenerationRequest request(int64_t n, int64_t max_tokens, uint32_t prompt_seed, uint64_t seed,
+                          bool drafts = true) {
+  GenerationRequest r;
+  r.id = "pool-test";
+  std::mt19937 rng(prompt_seed);
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(100 + rng() % 500));
+  r.prompt_ids = ids;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.logprobs = true;
+  r.use_drafts = drafts;
+  if (seed == 0) {
+    r.sampling.temperature = 0.0f;
+    r.sampling_given.temperature = true;
+  } else {
+    r.sampling = SamplingParams{0.9f, 0.95f, 40, seed};
+    r.sampling_given = {true, true, true, true};
+  }
+  return r;
+}
+
+TEST(KvPoolEngine, MoreRequestsThanThePoolHoldsFinishAsTheyDoAlone) {
+  // Each request needs ceil((150 + 90) / 64) = 4 blocks; 8 of them in flight need 32; the pool has 10.
+  auto solo = make_engine(64, 1), tight = make_engine(10, 8);
+  ASSERT_TRUE(solo && tight);
+  std::vector<Outcome> want;
+  for (uint32_t i = 0; i < 8; ++i)
+    want.push_back(drain(*solo->submit(request(150, 90, i, i % 2 ? 7 + i : 0, i % 3 != 0))));
+  std::vector<std::shared_ptr<RequestChannel>> chans;
+  for (uint32_t i = 0; i < 8; ++i)
+    chans.push_back(tight->submit(request(150, 90, i, i % 2 ? 7 + i : 0, i % 3 != 0)));
+  for (size_t i = 0; i < chans.size(); ++i) {
+    const Outcome o = drain(*chans[i]);
+    ASSERT_TRUE(o.error.empty()) << o.error;
+    EXPECT_EQ(o.ids, want[i].ids) << "request " << i;
+    EXPECT_EQ(o.logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(o.reason, "length");
+  }
+  EXPECT_GT(metric(*tight, "tensorfold_preemptions_total"), 0)
+      << "the pool never ran out: the test tests nothing";
+  EXPECT_TRUE(metrics_reach(*tight, "tensorfold_kv_blocks{state=\"free\"} 10\n")) << tight->metrics_text();
+}
+
+TEST(KvPoolEngine, APromptLargerThanThePoolIsRefusedBeforeAnyWork) {
+  auto e = make_engine(4, 2);  // 256 positions
+  ASSERT_TRUE(e);
+  const Outcome big = drain(*e->submit(request(300, 4, 1, 0)));
+  EXPECT_NE(big.error.find("K/V pool holds 256 positions"), std::string::npos) << big.error;
+  EXPECT_EQ(metric(*e, "tensorfold_forward_steps_total"), 0);
+  // A request that fits still runs, and one whose output outgrows the pool alone stops at its end.
+  const Outcome ok = drain(*e->submit(request(100, 8, 2, 0)));
+  EXPECT_TRUE(ok.error.empty()) << ok.error;
+  EXPECT_EQ(ok.ids.size(), 8u);
+  const Outcome longer = drain(*e->submit(request(200, 200, 3, 0)));
+  EXPECT_TRUE(longer.error.empty()) << longer.error;
+  EXPECT_EQ(longer.reason, "length");
+  EXPECT_EQ(longer.ids.size(), 256u - 200u + 1);  // the last token is sampled, never forwarded
+}
+
+TEST(KvPoolEngine, ThePromptCacheGivesItsBlocksBackUnderPressure) {
+  // Distinct 200-token prompts: each leaves 3 complete blocks in the prompt cache; a pool of 8 blocks
+  // fills after two, so later requests evict cached blocks (and still compute what they compute alone).
+  auto solo = make_engine(64, 1), e = make_engine(8, 1, 64);
+  ASSERT_TRUE(solo && e);
+  for (uint32_t i = 0; i < 5; ++i) {
+    const Outcome o = drain(*e->submit(request(200, 6, 50 + i, 0)));
+    ASSERT_TRUE(o.error.empty()) << o.error;
+    EXPECT_EQ(o.ids, drain(*solo->submit(request(200, 6, 50 + i, 0))).ids);
+  }
+  EXPECT_GT(metric(*e, "tensorfold_prompt_cache_evictions_total"), 0);
+}
+
+TEST(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
+  auto e = make_engine(64, 16);
+  ASSERT_TRUE(e);
+  auto rss_kb = [] {
+    std::ifstream f("/proc/self/statm");
+    long pages = 0, resident = 0;
+    f >> pages >> resident;
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+  };
+  long rss_100 = 0;
+  for (int wave = 0; wave < 20; ++wave) {
+    std::vector<std::shared_ptr<RequestChannel>> chans;
+    for (uint32_t i = 0; i < 50; ++i)
+      chans.push_back(e->submit(request(20 + (i * 7) % 90, 2 + i % 5, 1000 * wave + i, i % 4 ? 0 : 3 + i)));
+    for (auto& c : chans) {
+      const Outcome o = drain(*c);
+      ASSERT_TRUE(o.error.empty()) << o.error;
+    }
+    if (wave == 1) rss_100 = rss_kb();
+  }
+  EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"free\"} 64\n")) << e->metrics_text();
+  EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"total\"} 64\n")) << e->metrics_text();
+  EXPECT_LT(rss_kb() - rss_100, 16 * 1024) << "RSS grew after the first 100 requests";
+}
+
+}  // namespace
+}  // namespace tf
