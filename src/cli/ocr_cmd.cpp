@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/engine_factory.h"
+#include "cli/ocr_output.h"
 #include "cli/ocr_run.h"
 #include "image/pdf.h"
 #include "io/checkpoint.h"

@@ -1,13 +1,14 @@
-"""Writes the PDFs the `tensorfold ocr` document tests read (Python standard library only, no fonts embedded:
-text is set in the standard Helvetica, which poppler draws with the fontconfig substitute, DejaVu Sans or
-Liberation Sans on Debian, the fonts the demo models were trained on).
+"""Writes the PDFs the `tensorfold ocr` document tests read (Python standard library only). Text is set in DejaVu Sans,
+one of the fonts the demo models were trained on, not embedded: the PDF names it and carries its advance widths, and
+poppler draws it from the system's copy (Debian's fonts-dejavu-core, which scripts/setup.sh installs). A standard
+font (Helvetica) would be drawn with a substitute squeezed to Helvetica's widths, which the demo reads worse.
 
   python3 tests/docs/make_pdfs.py OUT_DIR          # every fixture below, plus <name>.txt ground truths
   python3 tests/docs/make_pdfs.py --example FILE   # the README's bundled example (examples/document.pdf)
 
 Fixtures:
-  multipage.pdf   3 pages of 560 x 224 pt, 4 lines each in the demo models' block style (training-vocabulary
-                  words, <= 28 characters, one line per 56 pt), so rendered at the demo's longest edge (560 px)
+  multipage.pdf   8 pages of 560 x 224 pt, 4 lines each in the demo models' paragraph-block style (training-
+                  vocabulary words, seeded, <= 27 characters, one line per 56 pt), so rendered at the demo's longest edge (560 px)
                   each page is exactly one training-sized block. multipage.txt: the pages' text, pages
                   separated by a line "\f".
   mixed.pdf       mixed sizes and rotations: 560 x 224 (/Rotate 0), 224 x 560 with /Rotate 90 (shown
@@ -21,19 +22,51 @@ Fixtures:
 import hashlib
 import json
 import os
+import random
 import sys
 
-PAGES = [
-    ["The quick brown fox", "jumps over the lazy", "dog on Monday.", "Customer service open"],
-    ["Invoice total due", "Please check the account", "balance before Friday.", "Thank you for the order"],
-    ["Report summary for", "the new model release", "shows results in table", "and figure one."],
-]
+# Only words of the demo models' training vocabulary (tools/train_demo/data.py): inside a block they replace
+# unseen words with known ones, which would measure the vocabulary, not the pipeline.
+VOCAB = """the of and to in is for on that with as by at from this be are or it an was not have has which but will can
+all more one new other about also their time up after first year two may page total date name number amount invoice
+order price tax due paid item unit balance account address city street phone email report table figure section
+chapter summary result results model data value method system document text image line reading scan print office
+market river house water light green blue red black white small large north south east west morning evening hello
+world quick brown fox jumps over lazy dog paper letter review note notes customer service company limited receipt
+cash card change subtotal discount store open closed hours doctor patient school student teacher class room floor
+level version release update build test check""".split()
+
+
+def paragraph_pages(n, seed):
+    """n pages of 4 lines (<= 26 characters) of a paragraph of training words, as the demo's "paragraph" blocks."""
+    rng = random.Random(seed)
+    pages = []
+    for _ in range(n):
+        words = [rng.choice(VOCAB) for _ in range(24)]
+        words[0] = words[0].capitalize()
+        lines, cur = [], ""
+        for w in words:
+            if cur and len(cur) + 1 + len(w) > 26:
+                lines.append(cur)
+                cur = w
+            else:
+                cur = f"{cur} {w}" if cur else w
+            if len(lines) == 4:
+                break
+        lines = (lines + [cur])[:4]
+        lines[-1] = lines[-1] + "."
+        pages.append(lines)
+    return pages
+
+
+PAGES = [["The quick brown fox", "jumps over the lazy", "dog on Monday.", "Customer service open"]] + \
+    paragraph_pages(7, 20261202)
 ROTATED = ["Paper letter review", "notes for the office"]
 UPSIDE = ["North street house", "water light green"]
 PORTRAIT = ["Small room level"]
 EXAMPLE = [
     ["Report summary for", "the new model release.", "Customer service open", "Monday to Friday."],
-    ["Invoice total due", "Please check the account", "balance before March."],
+    ["Invoice total due", "for the customer account", "on the first of March."],
 ]
 
 
@@ -47,8 +80,9 @@ def text_ops(lines, size, x, top, pitch, matrix=(1, 0, 0, 1)):
     a, b, c, d = matrix
     ops = []
     for i, line in enumerate(lines):
-        # Baseline: the line's vertical middle minus about a third of the font size (Helvetica's x-height).
-        by = top - (i * pitch + pitch / 2) - size * 0.35
+        # Baseline: the line's middle between DejaVu's ascender (0.928 em) and descender (-0.236) lies 0.346 em
+        # above it (the demo's training text is drawn anchored there, PIL's anchor "lm").
+        by = top - (i * pitch + pitch / 2) - size * 0.346
         ops.append(f"BT /F1 {size} Tf {a} {b} {c} {d} {x * a + by * c:.2f} {x * b + by * d:.2f} Tm ({esc(line)}) Tj ET")
     return "\n".join(ops).encode()
 
@@ -66,7 +100,11 @@ class Pdf:
 
     def build(self, pages, encrypt_user_password=None):
         """pages: list of (width_pt, height_pt, rotate, content bytes)."""
-        font = self.add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
+        desc = self.add(b"<< /Type /FontDescriptor /FontName /DejaVuSans /Flags 32 /FontBBox [-1021 -463 1793 1232] "
+                        b"/ItalicAngle 0 /Ascent 928 /Descent -236 /CapHeight 729 /StemV 80 >>")
+        font = self.add(b"<< /Type /Font /Subtype /TrueType /BaseFont /DejaVuSans /FirstChar 32 /LastChar 126 "
+                        b"/Widths [%s] /FontDescriptor %d 0 R /Encoding /WinAnsiEncoding >>"
+                        % (" ".join(map(str, DEJAVU_SANS_WIDTHS)).encode(), desc))
         pages_id = len(self.objs) + 2 * len(pages) + 1
         kids = []
         for w, h, rot, content in pages:
@@ -106,6 +144,14 @@ class Pdf:
         out += b"trailer\n" + trailer + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
         return bytes(out)
 
+
+# DejaVu Sans 2.37 advance widths of characters 32-126 in 1/1000 em (hmtx / unitsPerEm 2048, rounded).
+DEJAVU_SANS_WIDTHS = [
+    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636, 636, 636, 636, 636, 636,
+    636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698, 770, 632, 575, 775, 752, 295, 295, 656, 557, 863,
+    748, 787, 603, 787, 695, 635, 611, 732, 684, 989, 685, 611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635,
+    615, 352, 635, 634, 278, 278, 579, 278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592, 525, 636,
+    337, 636, 838]
 
 PAD = bytes.fromhex("28BF4E5E4E758A4164004E56FFFA01082E2E00B6D0683E802F0CA9FE6453697A")
 

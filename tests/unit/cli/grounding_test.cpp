@@ -70,7 +70,7 @@ TEST(Grounding, MalformedReferencesAreCountedAndSkipped) {
 TEST(Grounding, TruncatedReferencesAtTheEnd) {
   // Outputs cut off by the token limit, at every byte of a reference.
   const std::string full = "text ![figure](120,340,560,780)";
-  for (size_t n = 6; n < full.size(); ++n) {
+  for (size_t n = 7; n < full.size(); ++n) {
     Grounding g = parse_grounding(full.substr(0, n), 640, 480);
     EXPECT_TRUE(g.boxes.empty()) << full.substr(0, n);
     EXPECT_EQ(g.n_malformed, 1) << full.substr(0, n);
