@@ -80,15 +80,20 @@ folder)
   cp examples/line1.png "$tmp/in/b_sub/a_line.png"
   cp "$tmp/pdf/multipage.pdf" "$tmp/in/a_doc.pdf"
   echo "not an image" >"$tmp/in/notes.txt"
-  ocr "$tmp/in" --json --concurrency 4 --grounding --overlay "$tmp/ov" >"$tmp/f.jsonl" || fail "folder run failed"
+  # --overlay parses the boxes (the demo writes none) without changing the prompt; --grounding changes it.
+  ocr "$tmp/in" --pages 1-3 --json --concurrency 4 --overlay "$tmp/ov" >"$tmp/f.jsonl" || fail "folder run failed"
   got=$(python3 $check field "$tmp/f.jsonl" '(p["document"], p["page"])' | tr '\n' ' ')
   want="('a_doc', 1) ('a_doc', 2) ('a_doc', 3) ('b_sub_a_line', 1) ('c_para', 1) "
   [ "$got" = "$want" ] || fail "folder order: $got, want $want"
   para=$(python3 $check field "$tmp/f.jsonl" 'p["text"].strip() if p["document"] == "c_para" else ""' | grep .)
   [ "$para" = "$(cat examples/paragraph.txt)" ] || fail "paragraph.png read as: $para"
-  # --grounding adds boxes (none: the demo knows no grounding) and sends the text 'grounding'.
   python3 $check field "$tmp/f.jsonl" '(p["boxes"], p["malformed_refs"])' | sort -u | grep -qx '(\[\], 0)' ||
     fail "boxes missing from the JSON"
+  # --grounding sends the text 'grounding' after the image: the prompt grows by its tokens.
+  ocr "$tmp/in/c_para.png" --grounding --json >"$tmp/g.jsonl" || fail "--grounding run failed"
+  plain=$(python3 $check field "$tmp/f.jsonl" 'p["usage"]["prompt_tokens"] if p["document"] == "c_para" else ""' | grep .)
+  grounded=$(python3 $check field "$tmp/g.jsonl" 'p["usage"]["prompt_tokens"]')
+  [ "$grounded" -gt "$plain" ] || fail "--grounding did not add its prompt: $grounded vs $plain tokens"
   for f in a_doc-p1 a_doc-p3 b_sub_a_line-p1 c_para-p1; do
     [ -s "$tmp/ov/$f.png" ] || fail "overlay $f.png missing: $(ls "$tmp/ov")"
   done
@@ -103,13 +108,17 @@ PY
   echo "ocr_docs folder: walked sorted, pages in input order, overlays written"
   ;;
 resume)
+  # Three different documents (identical ones would come from the prompt cache at once), the shortest first.
   mkdir -p "$tmp/in"
-  for n in 1 2 3; do cp "$tmp/pdf/multipage.pdf" "$tmp/in/doc$n.pdf"; done
+  cp "$tmp/pdf/mixed.pdf" "$tmp/in/doc1.pdf"
+  cp "$tmp/pdf/multipage.pdf" "$tmp/in/doc2.pdf"
+  cp examples/document.pdf "$tmp/in/doc3.pdf"
   # Reference: an uninterrupted run.
-  ocr "$tmp/in" --out "$tmp/ref" --concurrency 3 2>/dev/null || fail "reference run failed"
+  ocr "$tmp/in" --out "$tmp/ref" --concurrency 2 2>/dev/null || fail "reference run failed"
   for sig in INT KILL; do
     out=$tmp/out_$sig
-    ocr "$tmp/in" --out "$out" --concurrency 3 2>"$tmp/err_$sig" &
+    # The binary itself in the background (not the ocr function's subshell), so the signal reaches it.
+    "$bin" ocr "$ckpt" --temperature 0 "$tmp/in" --out "$out" --concurrency 2 2>"$tmp/err_$sig" &
     pid=$!
     for _ in $(seq 1 600); do
       [ -e "$out/doc1.md" ] && break
@@ -120,7 +129,7 @@ resume)
     wait $pid
     rc=$?
     n_md=$(ls "$out" | grep -c '\.md$')
-    [ "$n_md" -lt 3 ] || echo "ocr_docs resume: note: SIGKILL came after the whole run ($n_md documents)"
+    [ "$n_md" -lt 3 ] || fail "SIG$sig came after the whole run ($n_md documents), nothing to resume"
     if [ $sig = INT ]; then
       [ $rc = 130 ] || fail "SIGINT: exit status $rc, want 130: $(cat "$tmp/err_$sig")"
       grep -q "interrupted after" "$tmp/err_$sig" || fail "SIGINT: no message: $(cat "$tmp/err_$sig")"
@@ -128,7 +137,7 @@ resume)
     # Nothing half-written: no temporary files left, every .md has its .jsonl.
     ls "$out" | grep -q 'tmp-' && [ $sig = INT ] && fail "temporary files left after SIGINT: $(ls "$out")"
     for md in "$out"/*.md; do [ -s "${md%.md}.jsonl" ] || fail "$md without its .jsonl"; done
-    ocr "$tmp/in" --out "$out" --concurrency 3 2>"$tmp/err2_$sig" || fail "rerun failed: $(cat "$tmp/err2_$sig")"
+    ocr "$tmp/in" --out "$out" --concurrency 2 2>"$tmp/err2_$sig" || fail "rerun failed: $(cat "$tmp/err2_$sig")"
     grep -q "doc1.pdf: already complete in $out, skipped" "$tmp/err2_$sig" || fail "doc1 was not skipped: $(cat "$tmp/err2_$sig")"
     for n in 1 2 3; do
       cmp -s "$tmp/ref/doc$n.md" "$out/doc$n.md" || fail "doc$n.md differs from the uninterrupted run"
