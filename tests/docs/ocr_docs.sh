@@ -6,6 +6,7 @@
 #   pdf      a 3-page PDF in the demo's training style reads at the demo's CER (bound below); mixed page
 #            sizes and rotations render at the processor's size, upright; --pages; stdin; --max-repeat
 #   folder   a directory of images and PDFs, walked sorted, pages in input order; --overlay PNGs
+#   readme   the README's documents example reads the bundled examples/document.pdf
 #   resume   --out DIR interrupted after the first document (SIGINT and SIGKILL), rerun: complete documents
 #            are skipped, nothing half-written is left, and the result equals an uninterrupted run
 set -uo pipefail
@@ -146,6 +147,20 @@ resume)
     done
     echo "ocr_docs resume: SIG$sig after doc1 (exit $rc, $n_md document(s) done), rerun skipped it and finished the rest"
   done
+  ;;
+readme)
+  # The README's documents example (the first command of its "## Documents" block) reads the bundled PDF as
+  # its source text, examples/document.txt (pages separated by form-feed lines), within 3 % CER (it reads
+  # one character wrong: "of March" -> "or March").
+  line=$(awk '/^## Documents/{d=1} d && /^```sh/{getline; print; exit}' README.md)
+  cmd=${line%%#*}
+  case $cmd in "build/tensorfold ocr "*.pdf*) ;; *) fail "README's documents command: $cmd" ;; esac
+  # shellcheck disable=SC2086
+  "$bin" ${cmd#build/tensorfold } >"$tmp/readme.md" || fail "README documents command failed: $cmd"
+  grep -q '^<!-- document page 2 -->$' "$tmp/readme.md" || fail "no page marker: $(cat "$tmp/readme.md")"
+  # shellcheck disable=SC2086
+  "$bin" ${cmd#build/tensorfold } --json >"$tmp/readme.jsonl" || fail "README command with --json failed"
+  python3 $check cer "$tmp/readme.jsonl" examples/document.txt 0.03 || fail "README example CER above the bound"
   ;;
 *) fail "unknown case" ;;
 esac
