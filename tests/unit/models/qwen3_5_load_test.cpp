@@ -221,8 +221,12 @@ TEST(Qwen35Load, ForwardRejectsOutOfOrderRowsWithoutChangingTheCache) {
   EXPECT_NE(r.error().message.find("position"), std::string::npos);
   EXPECT_EQ(dynamic_cast<qwen3_5::Qwen35Cache*>(cache.get())->n_past(), 0);
   b.positions = {0, 1};
-  b.token_ids = {5, 1424};  // an image token without embeddings
+  b.token_ids = {5, 1424};  // one image token, two embedding rows
+  DeviceBuffer two = l->model->backend().alloc(l->model->info().dtype, {2, l->model->info().hidden_size});
+  b.image_embeds = &two.tensor();
   EXPECT_FALSE(l->model->forward(b, *cache).ok());
+  EXPECT_EQ(dynamic_cast<qwen3_5::Qwen35Cache*>(cache.get())->n_past(), 0);
+  b.image_embeds = nullptr;
   b.token_ids = {5, 6};
   EXPECT_TRUE(l->model->forward(b, *cache).ok());
   EXPECT_EQ(dynamic_cast<qwen3_5::Qwen35Cache*>(cache.get())->n_past(), 2);
