@@ -44,5 +44,8 @@ for m in demo-lighton demo-qwen35; do
     step "ocr_${m}_${set}" python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold models/$m examples/$set 8
   done
 done
+if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including bench/linear_bench
+  step linear_bench build-cuda/bench/linear_bench 200
+fi
 grep -h "contract \]" "$OUT/contract.log" | head -60 > "$OUT/contract_counts.txt"
 exit $status
