@@ -278,6 +278,40 @@ try {
     eq(r.choices[0].message.content, soloText, 'text after the abort');
   });
 
+  // The batched engine's paged K/V pool: a client that leaves while its request is in vision encoding,
+  // prefill or decode gives every block back within a step or two, and the next request reads as alone.
+  await check('client leaves in vision / prefill / decode: its K/V blocks are freed, next request unaffected', async () => {
+    const total = await metric('tensorfold_kv_blocks{state="total"}');
+    if (!total) return;  // a family without a paged pool (its caches are per sequence)
+    const longText = Array.from({ length: 120 }, (_, i) => `word${i % 17}`).join(' ');
+    const cases = [
+      ['vision', vision ? [{ role: 'user', content: [{ type: 'image_url', image_url: { url: imageUrl } },
+                                                      { type: 'text', text: 'Transcribe the page.' }] }] : null, 0],
+      ['prefill', [{ role: 'user', content: longText }], 1],
+      ['decode', textMessages, 25],
+    ];
+    for (const [phase, messages, waitMs] of cases) {
+      if (!messages) continue;
+      const controller = new AbortController();
+      const pending = fetch(`${base}/v1/chat/completions`, {
+        method: 'POST', signal: controller.signal,
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ model, messages, max_tokens: 400, temperature: 0, ignore_eos: true, stream: true }),
+      }).then((r) => r.body?.getReader().read()).catch(() => null);
+      await new Promise((r) => setTimeout(r, waitMs));
+      controller.abort();
+      await pending;
+      let free = -1;
+      for (let i = 0; i < 100 && free !== total; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        free = await metric('tensorfold_kv_blocks{state="free"}') + await metric('tensorfold_kv_blocks{state="prompt_cache"}');
+      }
+      eq(free, total, `${phase}: K/V blocks free (+ held by the prompt cache) after the client left`);
+      const r = await client.chat.completions.create({ model, messages: textMessages, max_tokens: 12, temperature: 0 });
+      eq(r.choices[0].message.content, soloText, `${phase}: text after the client left`);
+    }
+  });
+
   const imageMessages = [{ role: 'user', content: [
     { type: 'image_url', image_url: { url: imageUrl } },
     { type: 'text', text: 'Transcribe the page.' },

@@ -57,6 +57,13 @@ def main(argv):
         margin = None
         if o and k < len(o["top1_logit"]) and o["ids"][:k] == ids[:k]:
             margin = o["top1_logit"][k] - o["top2_logit"][k]
+        elif o:
+            # The CPU left the oracle's path earlier (at a tie of its own): judge CUDA against the oracle
+            # itself, at CUDA's first difference from the oracle's ids, where the oracle's margin is known.
+            j = next((i for i, (a, b) in enumerate(zip(ids, o["ids"])) if a != b), None)
+            if j is not None and j < len(o["top1_logit"]):
+                k = j
+                margin = o["top1_logit"][j] - o["top2_logit"][j]
         if margin is None or margin >= 0.5:
             bad += 1
         print(f"{r['file']}: first difference at output {k}: cuda {ids[k:k + 3]} cpu {r['token_ids'][k:k + 3]}; "
