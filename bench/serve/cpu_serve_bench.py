@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Aggregate decode throughput of `tensorfold serve` on the CPU at several levels of requests in flight,
 for two builds side by side (the batched engine and the commit before it), on each checkpoint given.
-Standard library only. Text prompts (token ids, so both builds see the same prompt), greedy,
+Standard library only. Text prompts (words, about --prompt-tokens tokens for the Qwen3 tokenizer; both
+builds tokenize them the same), greedy,
 ignore_eos, no drafts, no prompt cache: what is measured is the engine's step.
 
 usage: cpu_serve_bench.py BEFORE_BIN AFTER_BIN CKPT [CKPT...] [--levels 1,8,32] [--seconds 40]
@@ -103,7 +104,8 @@ def level_run(base, level, seconds, max_tokens, prompt_tokens):
     def client(i):
         k = 0
         while time.monotonic() - t0 < seconds:
-            prompt = [100 + (37 * i + 11 * k + 5 * j) % 900 for j in range(prompt_tokens)]
+            words = ["total", "amount", "invoice", "date", "paid", "number", "name", "page", "line", "table"]
+            prompt = " ".join(words[(37 * i + 11 * k + 5 * j) % len(words)] for j in range(prompt_tokens // 2))
             try:
                 tokens[i] += one_request(base, prompt, max_tokens)
             except Exception as e:  # counted, shown
@@ -130,9 +132,11 @@ def main(argv):
         for tag, binary in (("before", before), ("after", after)):
             proc, base = start(binary, ckpt, max(levels), f"/tmp/cpu_serve_bench_{tag}.log", a["threads"])
             try:
-                one_request(base, [100] * a["prompt_tokens"], 2)  # warm-up
+                one_request(base, "total amount", 2)  # warm-up
                 for lv in levels:
                     tps, errs = level_run(base, lv, a["seconds"], a["max_tokens"], a["prompt_tokens"])
+                    if errs:
+                        sys.exit(f"{ckpt} {tag} at {lv} in flight: {len(errs)} failed requests ({errs[0]})")
                     result[(tag, lv)] = tps
                     print(f"{os.path.basename(ckpt.rstrip('/'))} {tag} {lv} in flight: {tps:.2f} tok/s"
                           + (f" ({len(errs)} errors: {errs[0]})" if errs else ""), file=sys.stderr, flush=True)

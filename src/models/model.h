@@ -96,6 +96,9 @@ struct ForwardBatch {
   bool decode_rows = false;
 };
 
+// What a step returns for its logit rows: the f32 logits, or only each row's argmax.
+enum class StepOutput { kLogits, kArgmax };
+
 // One sequence's rows inside a step (Model::forward_step): its batch and its cache. A step holds each
 // cache at most once.
 struct Segment {
@@ -145,7 +148,11 @@ class Model {
   // per segment inside the op. A row's bits never depend on the other segments, their number or
   // order (docs/design.md, invariant 2). Returns host F32 logits [Σ logit_rows, vocab], segments in
   // order. Every segment is checked before anything runs: an error changes no cache.
-  virtual Expected<Buffer> forward_step(std::span<const Segment> segments) = 0;
+  // With StepOutput::kArgmax only the greedy choice of each logit row comes back: I32 [Σ logit_rows],
+  // the first index of the row's maximum (torch.argmax over the same f32 logits), computed on the
+  // device so the logits never leave it.
+  virtual Expected<Buffer> forward_step(std::span<const Segment> segments,
+                                        StepOutput out = StepOutput::kLogits) = 0;
   // Null to switch capturing off.
   virtual void set_capture(CaptureFn fn) = 0;
   // Called once per sequence before its first forward, with the whole prompt and each image's

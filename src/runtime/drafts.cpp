@@ -140,6 +140,24 @@ Expected<Drafter::Step> Drafter::complete(SequenceCache& cache, const Plan& p, B
   return s;
 }
 
+Expected<Drafter::Step> Drafter::complete_greedy(SequenceCache& cache, const Plan& p,
+                                                 std::span<const int32_t> ids) {
+  Step s;
+  for (size_t i = 0; i < ids.size() && i <= p.drafts.size(); ++i) {
+    s.tokens.push_back(ids[i]);
+    if (i >= p.drafts.size() || ids[i] != p.drafts[i]) break;
+  }
+  s.proposed = static_cast<int>(p.drafts.size());
+  s.accepted = static_cast<int>(s.tokens.size()) - 1;
+  if (!p.drafts.empty()) {
+    TF_TRY(model_.rollback(cache, p.batch.positions.front() + 1 + s.accepted));
+    backoff_ = s.accepted > 0 ? 0 : std::min(16, std::max(1, 2 * backoff_));
+    skip_ = backoff_;
+  }
+  proposed_ += s.proposed;
+  return s;
+}
+
 Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int32_t> prompt,
                                       std::span<const int32_t> output, const SamplingParams& sampling,
                                       int64_t max_new) {

@@ -92,6 +92,9 @@ class Drafter {
                       int64_t max_new);
   Expected<Step> complete(SequenceCache& cache, const Plan& plan, Buffer logits,
                           const SamplingParams& sampling);
+  // complete() for greedy decoding from each verified row's argmax (ids[i] for row i): the same
+  // acceptance, without the logits (Step::logits stays empty).
+  Expected<Step> complete_greedy(SequenceCache& cache, const Plan& plan, std::span<const int32_t> ids);
 
   DraftMode mode() const { return mode_; }
   int64_t proposed() const { return proposed_; }

@@ -81,7 +81,8 @@ class Engine final : public EngineApi {
   Status plan_decode(Sequence& s, Work& w);
   bool plan_replay(Sequence& s, int64_t max_rows, Work& w);
   // After the forward: caches prompt blocks, samples and emits; false when the sequence finished.
-  bool finish_work(Work& w, const float* logits);
+  // logits: the work's logit rows [rows, vocab]; or (greedy steps) ids: each row's argmax.
+  bool finish_work(Work& w, const float* logits, const int32_t* ids);
   void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
   // Appends and emits one sampled token, then applies the stop conditions; false when finished.
   bool take_token(Sequence& s, int32_t tok, std::span<const float> logits);

@@ -88,9 +88,17 @@ Status Engine::plan_decode(Sequence& s, Work& w) {
   return {};
 }
 
-bool Engine::finish_work(Work& w, const float* logits) {
+bool Engine::finish_work(Work& w, const float* logits, const int32_t* ids) {
   Sequence& s = *w.s;
-  const int64_t vocab = pipe_->info().vocab_size;
+  const size_t vocab = static_cast<size_t>(pipe_->info().vocab_size);
+  // Row r's logits (none when the device returned argmax ids only), and the token it yields: the
+  // greedy id the device chose, or sample_token's draw from the logits.
+  auto row_of = [&](size_t r) {
+    return ids ? std::span<const float>() : std::span<const float>(logits + r * vocab, vocab);
+  };
+  auto token_of = [&](size_t r) {
+    return ids ? ids[r] : sample_token(row_of(r), s.req.sampling, static_cast<uint64_t>(s.output.size()));
+  };
   if (w.replay) {
     s.n_replayed = w.batch.positions.back() + 1 - static_cast<int64_t>(s.prompt.ids.size());
     if (s.n_replayed + 1 == static_cast<int64_t>(s.output.size())) s.phase = Sequence::Phase::Decode;
@@ -106,15 +114,18 @@ bool Engine::finish_work(Work& w, const float* logits) {
     }
     if (w.batch.logit_rows.empty()) return true;  // more prefill to do
     s.phase = Sequence::Phase::Decode;
-    std::span<const float> row(logits, static_cast<size_t>(vocab));
-    const int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
-    return take_token(s, tok, row);
+    return take_token(s, token_of(0), row_of(0));
   }
   if (w.plan) {
-    const int64_t rows = static_cast<int64_t>(w.batch.logit_rows.size());
-    Buffer lg(DType::F32, {rows, vocab});
-    std::copy(logits, logits + rows * vocab, lg.as<float>());
-    auto st = s.drafter->complete(*s.cache, *w.plan, std::move(lg), s.req.sampling);
+    const size_t rows = w.batch.logit_rows.size();
+    Expected<Drafter::Step> st = make_error("drafts");
+    if (ids) {
+      st = s.drafter->complete_greedy(*s.cache, *w.plan, std::span<const int32_t>(ids, rows));
+    } else {
+      Buffer lg(DType::F32, {static_cast<int64_t>(rows), static_cast<int64_t>(vocab)});
+      std::copy(logits, logits + rows * vocab, lg.as<float>());
+      st = s.drafter->complete(*s.cache, *w.plan, std::move(lg), s.req.sampling);
+    }
     if (!st.ok()) {
       s.channel->push(error_event(500, st.error().message));
       finish(s, "error");
@@ -124,15 +135,13 @@ bool Engine::finish_work(Work& w, const float* logits) {
     // where it would have cut there.
     for (size_t i = 0; i < st->tokens.size(); ++i) {
       if (static_cast<int>(i) < st->accepted) s.drafter->count_accepted(1);  // before finish() reads it
-      std::span<const float> row(st->logits.as<float>() + i * static_cast<size_t>(vocab),
-                                 static_cast<size_t>(vocab));
+      const std::span<const float> row =
+          ids ? std::span<const float>() : std::span<const float>(st->logits.as<float>() + i * vocab, vocab);
       if (!take_token(s, st->tokens[i], row)) return false;
     }
     return true;
   }
-  std::span<const float> row(logits, static_cast<size_t>(vocab));
-  const int32_t tok = sample_token(row, s.req.sampling, static_cast<uint64_t>(s.output.size()));
-  return take_token(s, tok, row);
+  return take_token(s, token_of(0), row_of(0));
 }
 
 void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
@@ -190,7 +199,13 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     n_rows += static_cast<int64_t>(w.batch.token_ids.size());
   }
   metrics_.step_rows(n_rows, static_cast<int64_t>(work.size()));
-  auto logits = m.forward_step(segs);
+  // Greedy rows that want no logprobs need only their argmax: taken on the device, so the step's
+  // logits never cross to the host (the ids sample_token would pick from them: torch.argmax).
+  const bool greedy = std::all_of(work.begin(), work.end(), [](const Work& w) {
+    return w.batch.logit_rows.empty() || (w.s->req.sampling.temperature <= 0.0f && !w.s->req.logprobs);
+  });
+  const StepOutput mode = greedy ? StepOutput::kArgmax : StepOutput::kLogits;
+  auto logits = m.forward_step(segs, mode);
   std::vector<Buffer> alone(work.size());  // per-work logits when the step had to be split
   std::vector<const Sequence*> done;       // finished in this step
   if (!logits.ok()) {
@@ -199,7 +214,8 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     log_warn("step of " + std::to_string(work.size()) + " sequences refused (" + logits.error().message +
              "); running them one by one");
     for (size_t i = 0; i < work.size(); ++i) {
-      auto one = m.forward(work[i].batch, *work[i].s->cache);
+      const Segment seg{&work[i].batch, work[i].s->cache.get()};
+      auto one = m.forward_step(std::span<const Segment>(&seg, 1), mode);
       if (one.ok()) {
         alone[i] = std::move(one).value();
         continue;
@@ -210,14 +226,17 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
       work[i].s = nullptr;
     }
   }
-  const float* row = logits.ok() ? logits->as<float>() : nullptr;
+  int64_t at = 0;  // the work's first row in the step's output
   for (size_t i = 0; i < work.size(); ++i) {
     Work& w = work[i];
     const int64_t rows = static_cast<int64_t>(w.batch.logit_rows.size());
-    const float* mine = logits.ok() ? row : alone[i].as<float>();
-    if (logits.ok()) row += rows * vocab;
+    const Buffer& out = logits.ok() ? *logits : alone[i];
+    const int64_t first = logits.ok() ? at : 0;
+    at += rows;
     if (!w.s) continue;
-    if (!finish_work(w, mine)) done.push_back(w.s);
+    const bool ok = greedy ? finish_work(w, nullptr, out.as<int32_t>() + first)
+                           : finish_work(w, out.as<float>() + first * vocab, nullptr);
+    if (!ok) done.push_back(w.s);
   }
   std::erase_if(active,
                 [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });

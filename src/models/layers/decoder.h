@@ -22,10 +22,26 @@ inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, cons
 }
 
 // Logits [rows.size(), vocab] in f32 of the final-norm hidden states' selected rows: lm_head in the
-// activation dtype (captured as "lm_head"), then widened, as HF's logits.float().
+// activation dtype (captured as "lm_head"), then widened, as HF's logits.float(). kArgmax: only each
+// row's argmax of those f32 logits, I32 [rows.size()], taken on the device.
 inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector<int32_t>& rows,
-                             const Tensor& lm_head, const CaptureFn& cap) {
+                             const Tensor& lm_head, const CaptureFn& cap,
+                             StepOutput out = StepOutput::kLogits) {
   const int64_t m = static_cast<int64_t>(rows.size()), vocab = lm_head.dim(0);
+  if (out == StepOutput::kArgmax) {
+    Buffer ids(DType::I32, {m});
+    if (m == 0) return ids;
+    DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});
+    b.gather_rows(hidden, upload_i32(b, rows), sel);
+    DeviceBuffer lg = b.alloc(hidden.dtype, {m, vocab});
+    b.linear(sel, lm_head, nullptr, lg);
+    capture(cap, b, "lm_head", lg);
+    DeviceBuffer lf = b.alloc(DType::F32, {m, vocab}), am = b.alloc(DType::I32, {m});
+    b.cast(lg, lf);
+    b.argmax(lf, am);
+    b.download(am, ids.data());
+    return ids;
+  }
   Buffer logits(DType::F32, {m, vocab});  // [n_logit_rows, vocab]
   if (m == 0) return logits;
   DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});

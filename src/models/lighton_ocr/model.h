@@ -41,7 +41,7 @@ class LightOnOcrModel final : public Model {
   size_t kv_block_bytes() const override;
   KvPoolStats kv_pool_stats() const override;
   bool reserve(SequenceCache& cache, int64_t n_positions) override;
-  Expected<Buffer> forward_step(std::span<const Segment> segments) override;
+  Expected<Buffer> forward_step(std::span<const Segment> segments, StepOutput out) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
   // cache_blocks.cpp: the pool blocks holding rows [begin, end) (begin a multiple of kKvBlock),
   // shared with the prompt cache; restore appends them to a fresh cache's table (copy-on-write

@@ -13,7 +13,7 @@
 
 namespace tf::lighton_ocr {
 
-Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
+Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, StepOutput out) {
   const TextConfig& t = cfg_.text;
   std::vector<KvCache*> caches;
   for (const Segment& sg : segs) {
@@ -118,7 +118,7 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs) {
   b.rms_norm(h, w_.norm, eps, RmsNormKind::kWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
 
-  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_);
+  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
 }
 
 }  // namespace tf::lighton_ocr

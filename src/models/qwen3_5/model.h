@@ -108,7 +108,7 @@ class Qwen35Model final : public Model {
   // rows runs the chunked delta rule with chunk boundaries at multiples of 64 counted from position
   // 0; a single token on a non-empty cache past the prompt, and decode_rows, the recurrent rule
   // (HF's decode path). Linears and norms run once over all segments' rows.
-  Expected<Buffer> forward_step(std::span<const Segment> segments) override;
+  Expected<Buffer> forward_step(std::span<const Segment> segments, StepOutput out) override;
   void set_capture(CaptureFn fn) override { capture_ = std::move(fn); }
   // Plans M-RoPE positions (get_rope_index) for the prompt.
   Status begin_prompt(SequenceCache& cache, const std::vector<int32_t>& prompt_ids,

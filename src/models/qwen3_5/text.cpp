@@ -105,7 +105,7 @@ Status Qwen35Model::check_segment(const SegRows& s) const {
   return {};
 }
 
-Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs) {
+Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOutput out) {
   const TextConfig& t = cfg_.text;
   std::vector<SegRows> parts;  // [n_segments]
   for (const Segment& sg : segs) {
@@ -186,7 +186,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs) {
   }
   mtp_follow(parts, xn);
 
-  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_);
+  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
 }
 
 }  // namespace tf::qwen3_5
