@@ -47,7 +47,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
                       std::to_string(info.max_position_embeddings));
   // Prefill chunks end on multiples of 64 from position 0 (Qwen3.5's delta-rule chunk), so a
   // chunked prefill computes the same numbers as one pass.
-  e->opts_.prefill_chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  const bool on_cpu = e->pipe_->model().backend().name() == "cpu";
+  const int64_t chunk = opts.prefill_chunk > 0 ? opts.prefill_chunk : (on_cpu ? 256 : 2048);
+  e->opts_.prefill_chunk = std::max<int64_t>(64, chunk / 64 * 64);
   e->max_batch_tokens_ = opts.max_batch_tokens > 0
                              ? opts.max_batch_tokens
                              : (e->pipe_->model().backend().name() == "cpu" ? 2048 : 8192);

@@ -33,7 +33,9 @@ struct EngineOptions {
   std::optional<float> temperature;  // serve-level default beating generation_config.json
   std::optional<int64_t> max_tokens;
   ImageLimits image_limits;
-  int64_t prefill_chunk = 256;
+  // Most prompt rows one sequence prefills per step (a multiple of 64). 0: 256 on the CPU (steps stay
+  // short for the decoding sequences next to it), 2048 on a GPU (fewer, fuller steps).
+  int64_t prefill_chunk = 0;
   // Rows one step may hold (--max-batch-tokens): decode rows first, then prefill chunks. 0: the
   // default (2048 on the CPU, 8192 on a GPU). At least one prefill chunk always runs.
   int64_t max_batch_tokens = 0;

@@ -145,7 +145,10 @@ bool Engine::finish_work(Work& w, const float* logits, const int32_t* ids) {
 }
 
 void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
-  // Clients that left, and the vision phase (the encoder runs before the sequence's first chunk).
+  // Clients that left, and the vision phase (the encoder runs before the sequence's first chunk). The
+  // images encoded in one step are bounded by the step's token budget (at least one sequence's), so
+  // a burst of new pages does not stall the sequences that are decoding.
+  int64_t vision_rows = 0;
   for (auto& sp : active) {
     Sequence& s = *sp;
     if (s.req.cancelled->load()) {
@@ -153,7 +156,9 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
       sp.reset();
       continue;
     }
-    if (s.phase == Sequence::Phase::Vision && !run_vision(s)) sp.reset();
+    if (s.phase != Sequence::Phase::Vision || (vision_rows > 0 && vision_rows >= max_batch_tokens_)) continue;
+    for (const auto& im : s.prompt.images) vision_rows += im.n_tokens;
+    if (!run_vision(s)) sp.reset();
   }
   std::erase_if(active, [](const auto& s) { return !s; });
 
