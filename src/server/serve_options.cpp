@@ -47,7 +47,7 @@ const FlagSpec kFlags[] = {
      "compute backend; auto = cuda when built and a GPU is usable, else cpu (default: auto)"},
     {"--vision", nullptr, "load the vision encoder and accept image inputs (default: off)"},
     {"--context", "N", "context length in tokens; 0 = the model's max_position_embeddings (default: 0)"},
-    {"--parallel", "N", "sequences decoded together (continuous batching) (default: 4)"},
+    {"--parallel", "N", "requests run together, one forward per step over all of them (default: 32)"},
     {"--no-thinking", nullptr,
      "render chat templates with enable_thinking=false unless a request sets it (default: off)"},
     {"--name", "NAME", "served model name (default: the checkpoint directory's name)"},

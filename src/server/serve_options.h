@@ -15,7 +15,7 @@ struct ServeOptions {
   std::string backend = "auto";
   bool vision = false;
   int64_t context = 0;  // 0: the model's max_position_embeddings
-  int parallel = 4;
+  int parallel = 32;
   bool no_thinking = false;
   std::string name;  // served model name; empty: derived from the checkpoint (served_name())
   std::string host = "127.0.0.1";

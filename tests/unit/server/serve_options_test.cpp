@@ -23,7 +23,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_EQ(o.backend, "auto");
   EXPECT_EQ(o.host, "127.0.0.1");
   EXPECT_EQ(o.port, 8080);
-  EXPECT_EQ(o.parallel, 4);
+  EXPECT_EQ(o.parallel, 32);
   EXPECT_EQ(o.context, 0);
   EXPECT_FALSE(o.vision || o.no_thinking || o.no_drafts || r->help);
   EXPECT_FALSE(o.temperature.has_value());
