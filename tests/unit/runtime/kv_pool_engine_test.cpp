@@ -13,6 +13,14 @@
 #include "runtime/engine.h"
 #include "test_pipeline.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TF_KV_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TF_KV_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace tf {
 namespace {
 
@@ -178,7 +186,13 @@ TEST(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
   }
   EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"free\"} 64\n")) << e->metrics_text();
   EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"total\"} 64\n")) << e->metrics_text();
+#ifdef TF_KV_TEST_SANITIZED
+  // AddressSanitizer keeps freed memory in its quarantine (256 MiB), so RSS grows by design there; the
+  // plain build (the test gate) holds RSS to the bound.
+  (void)rss_100;
+#else
   EXPECT_LT(rss_kb() - rss_100, 16 * 1024) << "RSS grew after the first 100 requests";
+#endif
 }
 
 }  // namespace
