@@ -4,9 +4,9 @@
 // and after many requests every block is free again.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <chrono>
 #include <random>
 #include <thread>
 
@@ -193,6 +193,30 @@ TEST(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
 #else
   EXPECT_LT(rss_kb() - rss_100, 16 * 1024) << "RSS grew after the first 100 requests";
 #endif
+}
+
+}  // namespace
+}  // namespace tf
+
+namespace tf {
+namespace {
+
+TEST(EngineQueue, PastMaxQueueARequestIsRefusedWith503AndRetryAfter) {
+  EngineOptions o;
+  o.backend = test_backend_name();
+  o.checkpoint = kCkpt;
+  o.parallel = 1;
+  o.max_queue = 0;  // nothing may wait: every request is refused before it is queued
+  auto e = Engine::create(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto ch = (*e)->submit(request(10, 2, 1, 0));
+  auto ev = ch->pop(10000);
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->kind, EngineEvent::Kind::Error);
+  EXPECT_EQ(ev->http_status, 503);
+  EXPECT_EQ(ev->retry_after_s, 1);
+  EXPECT_NE(ev->message.find("--max-queue"), std::string::npos) << ev->message;
+  EXPECT_EQ(metric(**e, "tensorfold_forward_steps_total"), 0);
 }
 
 }  // namespace
