@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/test_hooks.h"
 
 namespace {
 
@@ -145,6 +146,41 @@ int main(int argc, char** argv) {
     }
     for (void* p : mem) TF_CUDA_CHECK(cudaFree(p));
   }
+  // Prefill and vision shapes (the 1B decoder over a page's 2,333 rows; the Pixtral tower's MLP and
+  // attention projections over its 9,350 patches): TFLOP/s of each large-row tile configuration (the
+  // same bits either way: test_hooks::set_cuda_linear_large_config).
+  struct Big {
+    const char* name;
+    int64_t n, in_f, out_f;
+  };
+  constexpr Big kBig[] = {{"dec qkv", 2333, 1024, 2048},  {"dec gate", 2333, 1024, 3072},
+                          {"dec down", 2333, 3072, 1024}, {"vis qkvo", 9350, 1024, 1024},
+                          {"vis gate", 9350, 1024, 4096}, {"vis down", 9350, 4096, 1024}};
+  std::printf(
+      "\nlarge rows: graph us and TFLOP/s per configuration (0: 128x64 tiles, sums in registers; "
+      "1: 128x128 tiles, sums in shared memory)\n");
+  for (const Big& b : kBig) {
+    void* wm = dev_alloc(static_cast<size_t>(b.in_f * b.out_f) * 2);
+    void* xm = dev_alloc(static_cast<size_t>(b.n * b.in_f) * 2);
+    void* om = dev_alloc(static_cast<size_t>(b.n * b.out_f) * 2);
+    fill(wm, b.in_f * b.out_f, 7);
+    fill(xm, b.n * b.in_f, 8);
+    const Tensor w{wm, DType::BF16, {b.out_f, b.in_f}}, x{xm, DType::BF16, {b.n, b.in_f}},
+        out{om, DType::BF16, {b.n, b.out_f}};
+    const double flop =
+        2.0 * static_cast<double>(b.n) * static_cast<double>(b.in_f) * static_cast<double>(b.out_f);
+    std::printf("%-9s %5lld x %5lld -> %5lld |", b.name, static_cast<long long>(b.n),
+                static_cast<long long>(b.in_f), static_cast<long long>(b.out_f));
+    for (int cfg : {0, 1}) {
+      tf::test_hooks::set_cuda_linear_large_config(cfg);
+      const Timing t = time_calls(s, {w}, x, out, std::max(5, reps / 20));
+      std::printf(" cfg %d %8.1f us %6.1f TFLOP/s |", cfg, t.graph_us, flop / (t.graph_us * 1e-6) / 1e12);
+    }
+    std::printf("\n");
+    tf::test_hooks::set_cuda_linear_large_config(0);
+    for (void* p : {wm, xm, om}) TF_CUDA_CHECK(cudaFree(p));
+  }
+
   std::printf("\none decode step's linears (28 layers x 7 + lm_head):\n");
   for (size_t ri = 0; ri < std::size(kRows); ++ri)
     std::printf(

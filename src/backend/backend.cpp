@@ -91,5 +91,6 @@ Buffer download_new(Backend& b, const Tensor& dev) {
 #ifndef TF_HAVE_CUDA
 namespace tf::test_hooks {
 bool set_cuda_linear_small_rows_chunk(int) { return false; }
+bool set_cuda_linear_large_config(int) { return false; }
 }  // namespace tf::test_hooks
 #endif

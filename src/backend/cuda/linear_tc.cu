@@ -41,6 +41,7 @@ using namespace mma;
 // below can change it, for the small-row configuration alone, to plant an invariance failure.
 constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
+std::atomic<int> g_large_config{0};  // > 128 rows: 0 the default tiles, 1 the 128 x 128 smem-sum tiles
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -244,16 +245,18 @@ void launch_chunks(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_
 
 // ---- n > 64: tiled, chunks in sequence ----------------------------------------------------------
 // BM x BN outputs per block, warps of WM x WN, k tiles of BK (kChunk is a multiple), STAGES-deep
-// cp.async pipeline. The running chunk sums live in shared memory after the stages, [element][thread]
-// (each thread reads back only its own): in registers beside the accumulators they pushed the 128 x 128
-// configuration past 255 registers.
-template <int BM, int BN, int BK, int WM, int WN, int STAGES>
+// cp.async pipeline. The running chunk sums live in registers beside the accumulators (REG: warp tiles
+// of 32 x 32, 64 floats) or in shared memory after the stages, [element][thread] (each thread reads back
+// only its own: 64 x 32 warp tiles would need 128 floats and spill past 255 registers). Both keep the
+// same sums in the same order: which one runs is a speed choice (test_hooks::set_cuda_linear_large_config).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, bool REG = false>
 struct TileCfg {
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN, kThreads = kWarpsM * kWarpsN * 32;
   static constexpr int kLd = BK + 8;  // row stride in elements: 16-byte rows land on distinct banks
   static constexpr int kStageElems = (BM + BN) * kLd;
   static constexpr size_t kTotalOffset = size_t{STAGES} * kStageElems * sizeof(bf16_t);
-  static constexpr size_t kSmem = kTotalOffset + size_t{BM} * BN * sizeof(float);
+  static constexpr size_t kSmem = kTotalOffset + (REG ? 0 : size_t{BM} * BN * sizeof(float));
+  static constexpr bool kReg = REG;
   static_assert(kTotalOffset % 16 == 0);
   static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0 && BM % WM == 0 && BN % WN == 0);
   static_assert(kChunk % BK == 0);
@@ -273,9 +276,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   float acc[MT][NT][4];
   zero(acc);
+  float reg_total[Cfg::kReg ? MT : 1][Cfg::kReg ? NT : 1][4];
   float* total = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem) + Cfg::kTotalOffset);
   auto tot = [&](int a, int b, int c) -> float& {
-    return total[((a * NT + b) * 4 + c) * Cfg::kThreads + threadIdx.x];
+    if constexpr (Cfg::kReg)
+      return reg_total[a][b][c];
+    else
+      return total[((a * NT + b) * 4 + c) * Cfg::kThreads + threadIdx.x];
   };
 
   auto stage = [&](int64_t kt) {
@@ -333,10 +340,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       }
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, class TO>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, class TO, bool REG = false>
 void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
                 int64_t in_f, int64_t out_f, bool vec) {
-  using Cfg = TileCfg<BM, BN, BK, WM, WN, STAGES>;
+  using Cfg = TileCfg<BM, BN, BK, WM, WN, STAGES, REG>;
   auto kernel = linear_tc_kernel<Cfg, BM, BN, BK, WM, WN, STAGES, TO>;
   static const bool attr = [&] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -377,9 +384,12 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   } else if (n <= 64) {
     launch_chunks<64, 16, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec, kChunk);
   } else if (n <= 128) {
-    launch_cfg<64, 64, 32, 32, 32, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+    launch_cfg<64, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+  } else if (g_large_config.load(std::memory_order_relaxed) == 1) {
+    launch_cfg<128, 128, 32, 64, 32, 4, TO, false>(s, xp, wp, bp, op, n, in_f, out_f, vec);
   } else {
-    launch_cfg<128, 128, 32, 64, 32, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+    // 8 warps of 32 x 32 with the sums in registers: 61 KB of stages, two blocks per SM.
+    launch_cfg<128, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
   }
 }
 
@@ -401,6 +411,11 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 }  // namespace tf::cuda
 
 namespace tf::test_hooks {
+bool set_cuda_linear_large_config(int which) {
+  TF_CHECK(which == 0 || which == 1);
+  tf::cuda::g_large_config.store(which, std::memory_order_relaxed);
+  return true;
+}
 bool set_cuda_linear_small_rows_chunk(int kc) {
   TF_CHECK(kc == 0 || (kc > 0 && kc % 64 == 0));
   tf::cuda::g_planted_small_chunk.store(kc, std::memory_order_relaxed);
