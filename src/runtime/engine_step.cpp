@@ -75,7 +75,13 @@ Status Engine::plan_decode(Sequence& s, Work& w) {
   w.s = &s;
   w.prefill = false;
   if (s.drafter) {
-    const int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
+    int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
+    // No draft past what the whole pool holds: alone there, the sequence would end at the draft
+    // rows' blocks instead of at its last position (drafts never change the output otherwise).
+    if (const Model::KvPoolStats ps = pipe_->model().kv_pool_stats(); ps.block_bytes > 0) {
+      const int64_t pos = static_cast<int64_t>(s.prompt.ids.size() + s.output.size()) - 1;
+      left = std::min(left, ps.blocks * kKvBlock - pos);
+    }
     TF_ASSIGN(Drafter::Plan p, s.drafter->plan(*s.cache, s.prompt.ids, s.output, left));
     w.batch = p.batch;
     w.plan = std::move(p);

@@ -1,5 +1,7 @@
-// Prompt-cache blocks for the hybrid decoder: K/V rows of the full-attention layers, and for the
-// Gated DeltaNet layers the conv window and delta-rule state at the block's end. Those states are
+// Prompt-cache blocks for the hybrid decoder: the pool blocks holding the K/V rows of the
+// full-attention layers, shared, not copied (forward_step copies a shared block before it writes
+// into it), and for the Gated DeltaNet layers copies of the conv window and delta-rule state at the
+// block's end. Those states are
 // taken at multiples of 64 counted from position 0, where a chunked prefill's chunk boundaries
 // fall anyway, so a sequence resumed from them continues exactly as the single pass would.
 #include "models/qwen3_5/model.h"
@@ -33,10 +35,13 @@ void Qwen35Model::prepare_block_states(Qwen35Cache& c, int64_t pos0, int64_t n, 
 
 Expected<CacheBlock> Qwen35Model::snapshot(SequenceCache& seq_cache, int64_t begin, int64_t end) {
   auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
-  if (!c) return make_error("snapshot: the cache was not made by this model");
+  if (!c || &c->table.pool() != pool_.get())
+    return make_error("snapshot: the cache was not made by this model");
   if (begin < 0 || end <= begin || end > c->n_past())
     return make_error("snapshot: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
                       ") are not computed (the cache holds " + std::to_string(c->n_past()) + ")");
+  if (begin % kKvBlock != 0)
+    return make_error("snapshot: rows must start on a multiple of " + std::to_string(kKvBlock));
   Qwen35Cache::BlockState* kept = nullptr;
   for (auto& s : c->block_states)
     if (s.pos == end) kept = &s;
@@ -46,16 +51,12 @@ Expected<CacheBlock> Qwen35Model::snapshot(SequenceCache& seq_cache, int64_t beg
   CacheBlock blk;
   blk.begin = begin;
   blk.end = end;
-  for (size_t l = 0; l < c->k.size(); ++l) {
-    if (!c->k[l].empty()) {
-      for (const DeviceBuffer* src : {&c->k[l], &c->v[l]}) {
-        Shape s = src->tensor().shape;  // [rows, Hkv, D]
-        s[0] = end - begin;
-        DeviceBuffer d = b.alloc(info_.dtype, s);
-        b.copy(src->tensor().slice_rows(begin, end), d);
-        blk.tensors.push_back(std::move(d));
-      }
-    } else if (kept) {
+  const auto& all = c->table.blocks();
+  std::vector<int32_t> ids(all.begin() + begin / kKvBlock, all.begin() + (end + kKvBlock - 1) / kKvBlock);
+  blk.shared = std::make_unique<PoolBlockRefs>(pool_, std::move(ids));
+  for (size_t l = 0; l < c->conv.size(); ++l) {
+    if (c->conv[l].empty()) continue;  // full attention: in the shared blocks
+    if (kept) {
       // The kept copies become the block's own: no second copy.
       blk.tensors.push_back(std::move(kept->conv[l]));
       blk.tensors.push_back(std::move(kept->state[l]));
@@ -73,43 +74,44 @@ Expected<CacheBlock> Qwen35Model::snapshot(SequenceCache& seq_cache, int64_t beg
 
 Status Qwen35Model::restore(SequenceCache& seq_cache, const std::vector<const CacheBlock*>& blocks) {
   auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
-  if (!c) return make_error("restore: the cache was not made by this model");
-  if (c->n_past() != 0) return make_error("restore: the cache already holds rows");
+  if (!c || &c->table.pool() != pool_.get())
+    return make_error("restore: the cache was not made by this model");
+  if (c->n_past() != 0 || !c->table.blocks().empty())
+    return make_error("restore: the cache already holds rows");
   // The MTP layers' own K/V are not part of a block: MTP drafts over a resumed prefix read stale
   // K/V there, which makes them worse proposals, never different output (drafts are verified).
   if (blocks.empty()) return {};
+  std::vector<size_t> linear;  // the layers whose states a block holds, in order
+  for (size_t l = 0; l < c->conv.size(); ++l)
+    if (!c->conv[l].empty()) linear.push_back(l);
   int64_t pos = 0;
-  for (const CacheBlock* blk : blocks) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const CacheBlock* blk = blocks[i];
+    const bool last = i + 1 == blocks.size();
     if (blk->begin != pos || blk->end <= pos || blk->end > c->capacity() ||
-        blk->tensors.size() != 2 * c->k.size())
+        (!last && blk->end % kKvBlock != 0))
       return make_error("restore: blocks must chain from position 0 and fit the cache");
-    for (size_t l = 0; l < c->k.size(); ++l) {
-      const bool attn = !c->k[l].empty();
-      const Tensor& a = blk->tensors[2 * l];
-      const Tensor& s = blk->tensors[2 * l + 1];
-      const Tensor& ref_a = attn ? c->k[l].tensor() : c->conv[l].tensor();
-      const Tensor& ref_s = attn ? c->v[l].tensor() : c->state[l].tensor();
-      const int64_t rows = attn ? blk->end - blk->begin : ref_a.dim(0);
-      if (a.dtype != ref_a.dtype || s.dtype != ref_s.dtype || a.rank() != ref_a.rank() || a.dim(0) != rows ||
-          a.numel() / std::max<int64_t>(rows, 1) != ref_a.numel() / ref_a.dim(0) ||
-          s.numel() != (attn ? a.numel() : ref_s.numel()))
-        return make_error("restore: a block was not made by this model");
+    const auto* refs = dynamic_cast<const PoolBlockRefs*>(blk->shared.get());
+    bool ok = refs && refs->pool() == pool_.get() &&
+              static_cast<int64_t>(refs->ids.size()) == (blk->end - blk->begin + kKvBlock - 1) / kKvBlock &&
+              blk->tensors.size() == 2 * linear.size();
+    for (size_t j = 0; ok && j < linear.size(); ++j) {
+      const Tensor &a = blk->tensors[2 * j], &s = blk->tensors[2 * j + 1];
+      const Tensor &ref_a = c->conv[linear[j]].tensor(), &ref_s = c->state[linear[j]].tensor();
+      ok = a.dtype == ref_a.dtype && a.shape == ref_a.shape && s.dtype == ref_s.dtype &&
+           s.shape == ref_s.shape;
     }
+    if (!ok) return make_error("restore: a block was not made by this model");
     pos = blk->end;
   }
-  Backend& b = backend_;
   for (const CacheBlock* blk : blocks)
-    for (size_t l = 0; l < c->k.size(); ++l)
-      if (!c->k[l].empty()) {
-        b.copy(blk->tensors[2 * l], c->k[l].tensor().slice_rows(blk->begin, blk->end));
-        b.copy(blk->tensors[2 * l + 1], c->v[l].tensor().slice_rows(blk->begin, blk->end));
-      }
+    for (int32_t id : blk->shared->ids) c->table.append_shared(id);
+  Backend& b = backend_;
   const CacheBlock& last = *blocks.back();
-  for (size_t l = 0; l < c->k.size(); ++l)
-    if (c->k[l].empty()) {
-      b.copy(last.tensors[2 * l], c->conv[l]);
-      b.copy(last.tensors[2 * l + 1], c->state[l]);
-    }
+  for (size_t j = 0; j < linear.size(); ++j) {
+    b.copy(last.tensors[2 * j], c->conv[linear[j]]);
+    b.copy(last.tensors[2 * j + 1], c->state[linear[j]]);
+  }
   c->n_past_ = last.end;
   return {};
 }

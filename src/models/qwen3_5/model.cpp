@@ -47,26 +47,55 @@ int64_t Qwen35Model::n_image_tokens(int64_t height, int64_t width) const {
 }
 
 std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
-  auto c = std::make_unique<Qwen35Cache>();
-  c->capacity_ = capacity;
   const TextConfig& t = cfg_.text;
+  if (!pool_) {
+    const int64_t n = pool_blocks_ > 0 ? pool_blocks_
+                                       : std::max<int64_t>(1024, 64 * ((capacity + kKvBlock - 1) / kKvBlock));
+    pool_ =
+        std::make_shared<KvPool>(backend_, info_.dtype, n_attn_layers_, t.num_key_value_heads, t.head_dim, n);
+  }
+  auto c = std::make_unique<Qwen35Cache>(pool_);
+  c->capacity_ = capacity;
   const int64_t conv_dim =
       2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
+  int32_t pool_layer = 0;
   for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
     if (t.full_attention[static_cast<size_t>(i)]) {
-      c->k.push_back(backend_.alloc(info_.dtype, {capacity, t.num_key_value_heads, t.head_dim}));
-      c->v.push_back(backend_.alloc(info_.dtype, {capacity, t.num_key_value_heads, t.head_dim}));
+      c->kv_layer.push_back(pool_layer++);
       c->conv.emplace_back();
       c->state.emplace_back();
     } else {
-      c->k.emplace_back();
-      c->v.emplace_back();
+      c->kv_layer.push_back(-1);
       c->conv.push_back(backend_.alloc(info_.dtype, {conv_dim, t.linear_conv_kernel_dim - 1}));
       c->state.push_back(backend_.alloc(
           DType::F32, {t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
     }
   }
   return c;
+}
+
+Status Qwen35Model::set_kv_pool_blocks(int64_t n_blocks) {
+  if (pool_) return make_error("the K/V pool is sized before the first sequence");
+  if (n_blocks < 1) return make_error("the K/V pool needs at least one block");
+  pool_blocks_ = n_blocks;
+  return {};
+}
+
+size_t Qwen35Model::kv_block_bytes() const {
+  return KvPool::block_bytes(info_.dtype, n_attn_layers_, cfg_.text.num_key_value_heads, cfg_.text.head_dim);
+}
+
+Model::KvPoolStats Qwen35Model::kv_pool_stats() const {
+  KvPoolStats s;
+  s.block_bytes = kv_block_bytes();
+  s.blocks = pool_ ? pool_->n_blocks() : pool_blocks_;
+  s.free = pool_ ? pool_->n_free() : pool_blocks_;
+  return s;
+}
+
+bool Qwen35Model::reserve(SequenceCache& cache, int64_t n_positions) {
+  auto* c = dynamic_cast<Qwen35Cache*>(&cache);
+  return c && c->table.grow(std::min(n_positions, c->capacity()));
 }
 
 Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_token_id,

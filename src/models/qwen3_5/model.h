@@ -10,6 +10,7 @@
 
 #include "io/hf_config.h"
 #include "io/weight_map.h"
+#include "models/layers/kv_pool.h"
 #include "models/model.h"
 #include "models/qwen3_5/config.h"
 #include "models/qwen3_5/weights.h"
@@ -30,6 +31,7 @@ Expected<RopeIndex> rope_index(const std::vector<int32_t>& token_ids, int64_t im
 // Per-sequence state. Rows must be fed in order: a forward continues at position n_past().
 class Qwen35Cache final : public SequenceCache {
  public:
+  explicit Qwen35Cache(std::shared_ptr<KvPool> pool) : table(std::move(pool)) {}
   int64_t capacity() const override { return capacity_; }
   int64_t n_past() const { return n_past_; }
   // M-RoPE plan for the prompt: rows [0, thw.size()/3) take these (T, H, W); later rows take
@@ -40,7 +42,11 @@ class Qwen35Cache final : public SequenceCache {
   int64_t capacity_ = 0;
   int64_t n_past_ = 0;
   RopeIndex rope_;
-  std::vector<DeviceBuffer> k, v;   // per layer (full attention only): [capacity, Hkv, D] act
+  // Full-attention K/V: a block table into the model's paged pool, which holds k and v of
+  // [n_blocks * kKvBlock, Hkv, D] for the full-attention layers only; layer l's are pool layer
+  // kv_layer[l] (-1 for a linear layer).
+  BlockTable table;
+  std::vector<int32_t> kv_layer;
   std::vector<DeviceBuffer> conv;   // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
   std::vector<DeviceBuffer> state;  // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
 
@@ -61,6 +67,8 @@ class Qwen35Cache final : public SequenceCache {
   bool keep_block_states = false;
   std::vector<BlockState> block_states;
   // Multi-token prediction (Model::enable_mtp): the MTP layers' own K/V, kept in step with forward.
+  // They stay per-sequence and contiguous, outside the pool: drafting is per sequence, they are
+  // never shared with the prompt cache, and one layer of them is small next to the target's.
   // MTP position p reads the target's final hidden state at p and the embedding of token p + 1.
   struct Mtp {
     bool on = false;
@@ -81,11 +89,20 @@ struct SegRows {
   int64_t n() const { return r1 - r0; }
 };
 
-// Where one segment's rows put and read K/V in a full-attention layer: k, v [capacity, Hkv, D] act.
+// Where one segment's rows put and read K/V in the MTP layer: k, v [capacity, Hkv, D] act.
 struct AttnKv {
   int64_t r0 = 0, r1 = 0;
   const Tensor* k = nullptr;
   const Tensor* v = nullptr;
+};
+
+// Where a target full-attention layer puts and reads K/V: the step's pool layer, one paged_attention
+// over all segments (tables[n_seg, max_blocks] and seg_rows[n_seg + 1] I32, as Backend documents).
+struct PagedKv {
+  const Tensor* k = nullptr;
+  const Tensor* v = nullptr;
+  const Tensor* tables = nullptr;
+  const Tensor* seg_rows = nullptr;
 };
 
 class Qwen35Model final : public Model {
@@ -95,7 +112,10 @@ class Qwen35Model final : public Model {
         wm_(std::move(wm)),
         w_(std::move(w)),
         backend_(backend),
-        info_(std::move(info)) {}
+        info_(std::move(info)) {
+    for (int64_t i = 0; i < cfg_.text.num_hidden_layers; ++i)
+      n_attn_layers_ += cfg_.text.full_attention[static_cast<size_t>(i)] ? 1 : 0;
+  }
   const ModelInfo& info() const override { return info_; }
   Backend& backend() override { return backend_; }
   int64_t n_image_tokens(int64_t height, int64_t width) const override;
@@ -104,6 +124,11 @@ class Qwen35Model final : public Model {
   // Returns [Σ n_image_tokens, hidden] in the model dtype. Error when the checkpoint has no tower.
   Expected<DeviceBuffer> encode_images(const std::vector<ImageInput>& images) override;
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
+  // The paged K/V pool of the full-attention layers (model.cpp), as LightOnOCR's.
+  Status set_kv_pool_blocks(int64_t n_blocks) override;
+  size_t kv_block_bytes() const override;
+  KvPoolStats kv_pool_stats() const override;
+  bool reserve(SequenceCache& cache, int64_t n_positions) override;
   // Each segment's positions must be n_past .. n_past + n - 1 of its cache. A segment of several
   // rows runs the chunked delta rule with chunk boundaries at multiples of 64 counted from position
   // 0; a single token on a non-empty cache past the prompt, and decode_rows, the recurrent rule
@@ -121,8 +146,10 @@ class Qwen35Model final : public Model {
   // mtp.cpp: usable when mtp.fc and every tensor of the first MTP layer are present.
   int64_t n_mtp_layers() const override;
   Status enable_mtp(SequenceCache& cache) override;
-  // cache_blocks.cpp: per layer, k and v rows [end - begin, Hkv, D] (full attention) or the conv
-  // window and delta-rule state at `end` (linear).
+  // cache_blocks.cpp: the pool blocks holding the full-attention K/V of rows [begin, end) (begin a
+  // multiple of kKvBlock), shared (CacheBlock::shared); per linear layer, copies of the conv window
+  // and delta-rule state at `end` (CacheBlock::tensors). restore appends the shared blocks to a fresh
+  // cache's table (copy-on-write when it later writes into one) and copies the last block's states.
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
 
@@ -139,11 +166,13 @@ class Qwen35Model final : public Model {
   // delta rule per segment on its cache's state. decode_rows segments: one row at a time with the
   // recurrent rule, keeping each row's conv window and state in cache.kept.
   void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const Tensor& out);
-  // text.cpp: one gated full-attention mixer over x[n_rows, hidden]; segment s scatters its K/V rows
-  // into kv[s]'s cache and attends to it (slots[n_rows] I32, ranges[n_rows, 2] I32).
+  // text.cpp: one gated full-attention mixer over x[n_rows, hidden]. With paged, every row scatters
+  // its K/V into the pool at slots[n_rows] (I32) and one paged_attention reads them; otherwise
+  // segment s scatters its rows into kv[s]'s contiguous K/V at slots and attends to it.
+  // ranges[n_rows, 2] I32: each row's keys in logical positions.
   void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                      const Tensor& slots, const Tensor& ranges, std::span<const AttnKv> kv,
-                      const Tensor& out);
+                      const Tensor& slots, const Tensor& ranges, const PagedKv* paged,
+                      std::span<const AttnKv> kv, const Tensor& out);
   // text.cpp: M-RoPE cos/sin [Σ n, rotary_dim] act, segments in order, each from its own cache's plan
   void mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin);
   // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot
@@ -166,6 +195,9 @@ class Qwen35Model final : public Model {
   Backend& backend_;
   ModelInfo info_;
   CaptureFn capture_;
+  std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
+  int64_t pool_blocks_ = 0;
+  int64_t n_attn_layers_ = 0;  // full-attention layers: the pool's layers
 };
 
 // Registry entry for "qwen3_5".

@@ -1,8 +1,10 @@
 // Qwen3.5 hybrid decoder over the rows of one step (segments of several sequences, each with its
 // cache; Qwen3_5TextModel / Qwen3_5DecoderLayer): (1+w) RMSNorm pre-norms, Gated DeltaNet or gated
-// full attention, SwiGLU MLP, final norm and lm_head. Every linear and norm runs once over all rows;
-// the conv, delta rule and attention run per segment on its own state. Text M-RoPE: cos/sin from
+// full attention, SwiGLU MLP, final norm and lm_head. Every linear and norm runs once over all rows,
+// and so does attention (paged_attention over the K/V pool, each segment through its block table);
+// the conv and delta rule run per segment on its own state. Text M-RoPE: cos/sin from
 // per-row (T, H, W) positions with HF's interleaved slots.
+#include <algorithm>
 #include <cmath>
 
 #include "models/layers/decoder.h"
@@ -15,7 +17,7 @@ namespace tf::qwen3_5 {
 
 void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
                                  const Tensor& sin, const Tensor& slots, const Tensor& ranges,
-                                 std::span<const AttnKv> kv, const Tensor& out) {
+                                 const PagedKv* paged, std::span<const AttnKv> kv, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const DType act = info_.dtype;
@@ -45,7 +47,12 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   b.rope(kh, cos, sin, kh);
   const Tensor vh = v.tensor().reshaped({n, nkv, D}), ah = attn.tensor().reshaped({n, nh, D});
   const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
-  for (const AttnKv& s : kv) {  // each segment against its own cache
+  if (paged) {  // every segment at once, each against its own blocks
+    b.scatter_rows(kh, slots, *paged->k);
+    b.scatter_rows(vh, slots, *paged->v);
+    b.paged_attention(qh, *paged->k, *paged->v, *paged->tables, *paged->seg_rows, ranges, scale, ah);
+  }
+  for (const AttnKv& s : kv) {  // each segment against its own contiguous K/V
     const Tensor sl = slots.slice_rows(s.r0, s.r1);
     b.scatter_rows(kh.slice_rows(s.r0, s.r1), sl, *s.k);
     b.scatter_rows(vh.slice_rows(s.r0, s.r1), sl, *s.v);
@@ -110,7 +117,8 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   std::vector<SegRows> parts;  // [n_segments]
   for (const Segment& sg : segs) {
     auto* c = dynamic_cast<Qwen35Cache*>(sg.cache);
-    if (!c) return make_error("forward: the cache was not made by this model");
+    if (!c || &c->table.pool() != pool_.get())
+      return make_error("forward: the cache was not made by this model");
     parts.push_back({0, 0, c, c->n_past(), sg.batch});
   }
   TF_ASSIGN(const StepRows rows,
@@ -121,6 +129,27 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     parts[s].r1 = rows.end(s);
     TF_TRY(check_segment(parts[s]));
   }
+  // Pool blocks for every position a segment writes (a block shared with the prompt cache is copied
+  // before it is written): the only change before the compute starts.
+  std::vector<int32_t> slots_h(static_cast<size_t>(rows.n_rows()));
+  std::vector<int32_t> seg_rows(rows.off.begin(), rows.off.end());  // [n_seg + 1] row offsets
+  size_t max_blocks = 1;
+  for (const SegRows& s : parts) {
+    BlockTable& tab = s.cache->table;
+    const auto full = [&] {
+      return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
+                        " blocks)");
+    };
+    if (!tab.grow(s.pos0 + s.n())) return full();
+    for (int64_t blk = s.pos0 / kKvBlock; blk * kKvBlock < s.pos0 + s.n(); ++blk)
+      if (!tab.make_private(static_cast<size_t>(blk), backend_)) return full();
+    for (int64_t i = 0; i < s.n(); ++i) slots_h[static_cast<size_t>(s.r0 + i)] = tab.slot(s.pos0 + i);
+    max_blocks = std::max(max_blocks, tab.blocks().size());
+  }
+  std::vector<int32_t> tables_h(parts.size() * max_blocks, 0);  // [n_seg, max_blocks], unused entries 0
+  for (size_t s = 0; s < parts.size(); ++s)
+    std::copy(parts[s].cache->table.blocks().begin(), parts[s].cache->table.blocks().end(),
+              tables_h.begin() + static_cast<std::ptrdiff_t>(s * max_blocks));
   // Checked: from here on the caches change.
   for (const SegRows& s : parts) {
     if (s.decode_rows()) {
@@ -149,19 +178,21 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
   b.upload(dranges, rows.causal_ranges().data());
-  DeviceBuffer slots = upload_i32(b, rows.positions);
+  DeviceBuffer slots = upload_i32(b, slots_h), dseg = upload_i32(b, seg_rows);
+  DeviceBuffer tables =
+      b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), static_cast<int64_t>(max_blocks)});
+  b.upload(tables, tables_h.data());
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
-  std::vector<AttnKv> kv(parts.size());
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const LayerWeights& L = w_.layers[l];
     const std::string name = pre + ".layers." + std::to_string(l);
     b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
     if (L.full_attention) {
-      for (size_t s = 0; s < parts.size(); ++s)
-        kv[s] = {parts[s].r0, parts[s].r1, &parts[s].cache->k[l].tensor(), &parts[s].cache->v[l].tensor()};
-      full_attention(L.attn, xn, cos, sin, slots, dranges, kv, o);
+      const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
+      const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &tables.tensor(), &dseg.tensor()};
+      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
       gated_deltanet(l, xn, parts, o);

@@ -66,10 +66,19 @@ std::vector<std::vector<uint8_t>> state_of(Model& m, SequenceCache& c, int64_t n
   std::vector<std::vector<uint8_t>> s;
   if (auto* q = dynamic_cast<qwen3_5::Qwen35Cache*>(&c)) {
     s.push_back({static_cast<uint8_t>(q->n_past())});
-    for (size_t l = 0; l < q->k.size(); ++l) {
-      if (!q->k[l].empty()) {
-        s.push_back(bytes_of(b, q->k[l].tensor().slice_rows(0, n_pos)));
-        s.push_back(bytes_of(b, q->v[l].tensor().slice_rows(0, n_pos)));
+    for (size_t l = 0; l < q->conv.size(); ++l) {
+      if (q->kv_layer[l] >= 0) {
+        // Rows of positions [0, n_pos) through the block table, in position order.
+        KvPool& pool = q->table.pool();
+        const size_t pl = static_cast<size_t>(q->kv_layer[l]);
+        for (const Tensor* t : {&pool.k(pl), &pool.v(pl)}) {
+          std::vector<uint8_t> rows;
+          for (int64_t p = 0; p < n_pos; ++p) {
+            const std::vector<uint8_t> r = bytes_of(b, t->slice_rows(q->table.slot(p), q->table.slot(p) + 1));
+            rows.insert(rows.end(), r.begin(), r.end());
+          }
+          s.push_back(std::move(rows));
+        }
       } else {
         s.push_back(bytes_of(b, q->conv[l]));
         s.push_back(bytes_of(b, q->state[l]));

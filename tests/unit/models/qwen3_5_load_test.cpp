@@ -197,8 +197,15 @@ TEST(Qwen35Load, ChunkAlignedPrefillStatesAreBitExact) {
   bool control_differs = false;
   for (size_t i = 0; i < q1->state.size(); ++i) {
     if (q1->state[i].empty()) {
-      EXPECT_TRUE(same(q1->k[i], q2->k[i])) << "layer " << i;
-      EXPECT_TRUE(same(q1->v[i], q2->v[i])) << "layer " << i;
+      const size_t pl = static_cast<size_t>(q1->kv_layer[i]);
+      KvPool& pool = q1->table.pool();  // one pool: the model's
+      for (int64_t p = 0; p < n; ++p) {
+        const int64_t s1 = q1->table.slot(p), s2 = q2->table.slot(p);
+        EXPECT_TRUE(same(pool.k(pl).slice_rows(s1, s1 + 1), pool.k(pl).slice_rows(s2, s2 + 1)))
+            << "layer " << i;
+        EXPECT_TRUE(same(pool.v(pl).slice_rows(s1, s1 + 1), pool.v(pl).slice_rows(s2, s2 + 1)))
+            << "layer " << i;
+      }
       continue;
     }
     EXPECT_TRUE(same(q1->conv[i], q2->conv[i])) << "conv state, layer " << i;

@@ -18,6 +18,7 @@
 #include "backend/ops.h"
 #include "io/hf_config.h"
 #include "io/weight_map.h"
+#include "models/layers/kv_pool.h"
 #include "models/registry.h"
 #include "planted_linear_backend.h"
 
@@ -295,6 +296,15 @@ std::vector<std::vector<uint8_t>> snapshot_bytes(Model& m, SequenceCache& c, int
     out.emplace_back(t.tensor().nbytes());
     m.backend().download(t, out.back().data());
   }
+  // Pool blocks shared by the snapshot: their whole rows, every layer.
+  if (const auto* refs = dynamic_cast<const PoolBlockRefs*>(blk->shared.get()))
+    for (size_t l = 0; l < refs->pool()->n_layers(); ++l)
+      for (const Tensor* t : {&refs->pool()->k(l), &refs->pool()->v(l)})
+        for (int32_t id : refs->ids) {
+          const Tensor rows = t->slice_rows(id * kKvBlock, (id + 1) * kKvBlock);
+          out.emplace_back(rows.nbytes());
+          m.backend().download(rows, out.back().data());
+        }
   return out;
 }
 

@@ -24,7 +24,11 @@
 namespace tf {
 namespace {
 
-const std::string kCkpt = std::string(TF_SOURCE_DIR) + "/tests/golden/ckpt/lighton_ocr-tiny-bf16";
+// Both families with a paged pool: LightOnOCR (every layer attends) and Qwen3.5 (its full-attention
+// layers only; a preempted Qwen3.5 sequence replays its output as decode rows, the recurrent rule).
+std::string ckpt(const std::string& name) {
+  return std::string(TF_SOURCE_DIR) + "/tests/golden/ckpt/" + name;
+}
 
 struct Outcome {
   std::vector<int32_t> ids;
@@ -53,26 +57,36 @@ Outcome drain(RequestChannel& ch) {
   }
 }
 
-// Bytes of one pool block of the tiny checkpoint (every layer's k and v for 64 positions, bf16).
-double block_mb() {
-  std::ifstream f(kCkpt + "/config.json");
-  const auto t = nlohmann::json::parse(f)["text_config"];
-  return 2.0 * t["num_hidden_layers"].get<double>() * 64 * t["num_key_value_heads"].get<double>() *
-         t["head_dim"].get<double>() * 2 / 1048576.0;
+// Bytes of one pool block of a tiny checkpoint: k and v of 64 positions, bf16, in every layer that
+// attends (layer_types' full_attention entries where the config lists them: Qwen3.5's hybrid stack).
+double block_mb(const std::string& name) {
+  std::ifstream f(ckpt(name) + "/config.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto t = j.contains("text_config") ? j["text_config"] : j;
+  double layers = t["num_hidden_layers"].get<double>();
+  if (t.contains("layer_types")) {
+    layers = 0;
+    for (const auto& lt : t["layer_types"]) layers += lt.get<std::string>() == "full_attention" ? 1 : 0;
+  }
+  return 2.0 * layers * 64 * t["num_key_value_heads"].get<double>() * t["head_dim"].get<double>() * 2 /
+         1048576.0;
 }
 
-std::unique_ptr<Engine> make_engine(double kv_blocks, int parallel, double cache_mb = 0) {
-  EngineOptions o;
-  o.backend = test_backend_name();
-  o.checkpoint = kCkpt;
-  o.parallel = parallel;
-  o.prefill_chunk = 64;
-  o.cache_mb = cache_mb;
-  o.kv_cache_mb = kv_blocks * block_mb();
-  auto e = Engine::create(o);
-  EXPECT_TRUE(e.ok()) << e.error().message;
-  return e.ok() ? std::move(e).value() : nullptr;
-}
+class KvPoolEngine : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Engine> make_engine(double kv_blocks, int parallel, double cache_mb = 0) {
+    EngineOptions o;
+    o.backend = test_backend_name();
+    o.checkpoint = ckpt(GetParam());
+    o.parallel = parallel;
+    o.prefill_chunk = 64;
+    o.cache_mb = cache_mb;
+    o.kv_cache_mb = kv_blocks * block_mb(GetParam());
+    auto e = Engine::create(o);
+    EXPECT_TRUE(e.ok()) << e.error().message;
+    return e.ok() ? std::move(e).value() : nullptr;
+  }
+};
 
 int64_t metric(const Engine& e, const std::string& name) {
   const std::string text = e.metrics_text(), key = "\n" + name + " ";
@@ -113,7 +127,7 @@ GenerationRequest request(int64_t n, int64_t max_tokens, uint32_t prompt_seed, u
   return r;
 }
 
-TEST(KvPoolEngine, MoreRequestsThanThePoolHoldsFinishAsTheyDoAlone) {
+TEST_P(KvPoolEngine, MoreRequestsThanThePoolHoldsFinishAsTheyDoAlone) {
   // Each request needs ceil((150 + 90) / 64) = 4 blocks; 8 of them in flight need 32; the pool has 10.
   auto solo = make_engine(64, 1), tight = make_engine(10, 8);
   ASSERT_TRUE(solo && tight);
@@ -135,7 +149,7 @@ TEST(KvPoolEngine, MoreRequestsThanThePoolHoldsFinishAsTheyDoAlone) {
   EXPECT_TRUE(metrics_reach(*tight, "tensorfold_kv_blocks{state=\"free\"} 10\n")) << tight->metrics_text();
 }
 
-TEST(KvPoolEngine, APromptLargerThanThePoolIsRefusedBeforeAnyWork) {
+TEST_P(KvPoolEngine, APromptLargerThanThePoolIsRefusedBeforeAnyWork) {
   auto e = make_engine(4, 2);  // 256 positions
   ASSERT_TRUE(e);
   const Outcome big = drain(*e->submit(request(300, 4, 1, 0)));
@@ -151,7 +165,7 @@ TEST(KvPoolEngine, APromptLargerThanThePoolIsRefusedBeforeAnyWork) {
   EXPECT_EQ(longer.ids.size(), 256u - 200u + 1);  // the last token is sampled, never forwarded
 }
 
-TEST(KvPoolEngine, ThePromptCacheGivesItsBlocksBackUnderPressure) {
+TEST_P(KvPoolEngine, ThePromptCacheGivesItsBlocksBackUnderPressure) {
   // Distinct 200-token prompts: each leaves 3 complete blocks in the prompt cache; a pool of 8 blocks
   // fills after two, so later requests evict cached blocks (and still compute what they compute alone).
   auto solo = make_engine(64, 1), e = make_engine(8, 1, 64);
@@ -164,7 +178,7 @@ TEST(KvPoolEngine, ThePromptCacheGivesItsBlocksBackUnderPressure) {
   EXPECT_GT(metric(*e, "tensorfold_prompt_cache_evictions_total"), 0);
 }
 
-TEST(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
+TEST_P(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
   auto e = make_engine(64, 16);
   ASSERT_TRUE(e);
   auto rss_kb = [] {
@@ -218,6 +232,12 @@ TEST(EngineQueue, PastMaxQueueARequestIsRefusedWith503AndRetryAfter) {
   EXPECT_NE(ev->message.find("--max-queue"), std::string::npos) << ev->message;
   EXPECT_EQ(metric(**e, "tensorfold_forward_steps_total"), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, KvPoolEngine,
+                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param.substr(0, i.param.find('-'));
+                         });
 
 }  // namespace
 }  // namespace tf
