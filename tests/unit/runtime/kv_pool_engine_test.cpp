@@ -218,7 +218,7 @@ namespace {
 TEST(EngineQueue, PastMaxQueueARequestIsRefusedWith503AndRetryAfter) {
   EngineOptions o;
   o.backend = test_backend_name();
-  o.checkpoint = kCkpt;
+  o.checkpoint = ckpt("lighton_ocr-tiny-bf16");
   o.parallel = 1;
   o.max_queue = 0;  // nothing may wait: every request is refused before it is queued
   auto e = Engine::create(o);
