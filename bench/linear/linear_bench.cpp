@@ -157,8 +157,8 @@ int main(int argc, char** argv) {
                           {"dec down", 2333, 3072, 1024}, {"vis qkvo", 9350, 1024, 1024},
                           {"vis gate", 9350, 1024, 4096}, {"vis down", 9350, 4096, 1024}};
   std::printf(
-      "\nlarge rows: graph us and TFLOP/s per configuration (0: 128x64 tiles, sums in registers; "
-      "1: 128x128 tiles, sums in shared memory)\n");
+      "\nlarge rows: graph us and TFLOP/s per configuration (0: 128x128 tiles, sums in shared memory; "
+      "1: 128x64 tiles, sums in registers)\n");
   for (const Big& b : kBig) {
     void* wm = dev_alloc(static_cast<size_t>(b.in_f * b.out_f) * 2);
     void* xm = dev_alloc(static_cast<size_t>(b.n * b.in_f) * 2);

@@ -11,9 +11,9 @@ namespace tf::test_hooks {
 // build has no CUDA backend.
 bool set_cuda_linear_small_rows_chunk(int kc);
 
-// Which tile configuration runs linears of more than 128 rows: 0 the default (128 x 64 blocks, sums in
-// registers), 1 the 128 x 128 blocks with the sums in shared memory. Both compute the same sums in the same
-// order (a speed choice; the contract test checks their bits are equal). False without CUDA.
+// Which tile configuration runs linears of more than 128 rows: 0 the default (128 x 128 blocks, the chunk
+// sums in shared memory), 1 128 x 64 blocks with the sums in registers. Both compute the same sums in the
+// same order (a speed choice; the contract test checks their bits are equal). False without CUDA.
 bool set_cuda_linear_large_config(int which);
 
 }  // namespace tf::test_hooks

@@ -19,7 +19,7 @@
 //   the blocks (out_f / BN of them, BN 8 or 16) cover the SMs; the partials meet in shared memory and
 //   are added in chunk order. Only the call's real rows of x are staged (the mma's padding rows read
 //   a real row and are discarded: output row i depends only on row i of A).
-// - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept in registers
+// - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept beside the accumulators
 //   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
@@ -41,7 +41,8 @@ using namespace mma;
 // below can change it, for the small-row configuration alone, to plant an invariance failure.
 constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
-std::atomic<int> g_large_config{0};  // > 128 rows: 0 the default tiles, 1 the 128 x 128 smem-sum tiles
+std::atomic<int> g_large_config{
+    0};  // > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -386,10 +387,11 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   } else if (n <= 128) {
     launch_cfg<64, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
   } else if (g_large_config.load(std::memory_order_relaxed) == 1) {
-    launch_cfg<128, 128, 32, 64, 32, 4, TO, false>(s, xp, wp, bp, op, n, in_f, out_f, vec);
-  } else {
-    // 8 warps of 32 x 32 with the sums in registers: 61 KB of stages, two blocks per SM.
+    // 8 warps of 32 x 32 with the sums in registers: 61 KB of stages, two blocks per SM. Measured
+    // slower on the H200 (61-83 TFLOP/s against 70-116 for the default: bench/linear/linear_bench.cpp).
     launch_cfg<128, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
+  } else {
+    launch_cfg<128, 128, 32, 64, 32, 4, TO, false>(s, xp, wp, bp, op, n, in_f, out_f, vec);
   }
 }
 

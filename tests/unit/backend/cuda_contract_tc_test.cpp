@@ -220,27 +220,27 @@ TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
   }
 }
 
-// The two tile configurations for more than 128 rows (sums in registers, 128 x 64 blocks; sums in shared
-// memory, 128 x 128 blocks) are a speed choice only: the same rows in f32 and bf16, bit for bit, and both
-// equal to the small-row kernel's rows (the 256-row call above already ran the default one).
+// The two tile configurations for more than 128 rows (sums in shared memory, 128 x 128 blocks: the default;
+// sums in registers, 128 x 64 blocks) are a speed choice only: the same rows in f32 and bf16, bit for bit,
+// and both equal to the small-row kernel's rows (the 256-row call above already ran the default one).
 TEST_F(CudaContract, BatchInvarianceLinearLargeConfigs) {
   struct Restore {
     ~Restore() { test_hooks::set_cuda_linear_large_config(0); }
   } restore;
   uint32_t seed = 90;
   for (const auto& [n, in_f, out_f] : {std::tuple<int64_t, int64_t, int64_t>{300, 1024, 4096},
-                                      {777, 4096, 1000},
-                                      {129, 1001, 72},
-                                      {2333, 1024, 1024}}) {
+                                       {777, 4096, 1000},
+                                       {129, 1001, 72},
+                                       {2333, 1024, 1024}}) {
     Buffer x = randn(kBF16, {n, in_f}, seed++), w = randn(kBF16, {out_f, in_f}, seed++, 0.03f);
     for (DType out_dt : kActs) {
       const std::string what = cat("linear ", n, "x", in_f, "->", out_f, " out ", dtype_name(out_dt));
       ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(1));
-      const Buffer smem_sums = run_linear(dev(), x, w, nullptr, out_dt);
-      ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(0));
       const Buffer reg_sums = run_linear(dev(), x, w, nullptr, out_dt);
+      ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(0));
+      const Buffer smem_sums = run_linear(dev(), x, w, nullptr, out_dt);
       EXPECT_TRUE(Exact(smem_sums, reg_sums)) << what << ": the two large configurations";
-      EXPECT_TRUE(Exact(rows_of(reg_sums, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, nullptr, out_dt)))
+      EXPECT_TRUE(Exact(rows_of(smem_sums, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, nullptr, out_dt)))
           << what << ": row 5 alone";
     }
   }
