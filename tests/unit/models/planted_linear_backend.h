@@ -58,7 +58,8 @@ class PlantedLinearBackend final : public Backend {
     in_.rope(x, cos, sin, out);
   }
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
-                       const Tensor& seg_rows, const Tensor& key_ranges, float scale, const Tensor& out) override {
+                       const Tensor& seg_rows, const Tensor& key_ranges, float scale,
+                       const Tensor& out) override {
     in_.paged_attention(q, k_pool, v_pool, tables, seg_rows, key_ranges, scale, out);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
