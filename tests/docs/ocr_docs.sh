@@ -22,8 +22,11 @@ ocr() { "$bin" ocr "$ckpt" --temperature 0 "$@"; }
 
 case $case in
 errors)
+  # TF_OCR_DOCS_QUICK=1 (the sanitizer build): the good document's first page only, no CER check.
+  quick=${TF_OCR_DOCS_QUICK:-0} pages=() want_lines=8
+  [ "$quick" = 1 ] && pages=(--pages 1) && want_lines=1
   ocr "$tmp/pdf/encrypted.pdf" "$tmp/pdf/truncated.pdf" "$tmp/pdf/empty.pdf" "$tmp/pdf/garbage.pdf" \
-    "$tmp/pdf/missing.pdf" "$tmp/pdf/multipage.pdf" --json --concurrency 4 >"$tmp/out.jsonl" 2>"$tmp/err"
+    "$tmp/pdf/missing.pdf" "$tmp/pdf/multipage.pdf" "${pages[@]}" --json --concurrency 4 >"$tmp/out.jsonl" 2>"$tmp/err"
   rc=$?
   [ $rc = 1 ] || fail "exit status $rc, want 1: $(cat "$tmp/err")"
   for want in "encrypted.pdf: encrypted: needs a password" "truncated.pdf: damaged" "empty.pdf: has no pages" \
@@ -32,8 +35,10 @@ errors)
     [ "$n" = 1 ] || fail "want one line '$want', got $n in: $(cat "$tmp/err")"
   done
   [ "$(grep -c '^tensorfold ocr: ' "$tmp/err")" = 5 ] || fail "more than one line per bad input: $(cat "$tmp/err")"
-  [ "$(wc -l <"$tmp/out.jsonl")" = 8 ] || fail "the good document was not read: $(cat "$tmp/out.jsonl")"
-  python3 $check cer "$tmp/out.jsonl" "$tmp/pdf/multipage.txt" 0.05 || fail "multipage after bad inputs"
+  [ "$(wc -l <"$tmp/out.jsonl")" = "$want_lines" ] || fail "the good document was not read: $(cat "$tmp/out.jsonl")"
+  if [ "$quick" != 1 ]; then
+    python3 $check cer "$tmp/out.jsonl" "$tmp/pdf/multipage.txt" 0.05 || fail "multipage after bad inputs"
+  fi
   echo "ocr_docs errors: $(grep -c '^tensorfold ocr: ' "$tmp/err") one-line refusals, the good PDF read, exit 1"
   ;;
 pdf)
