@@ -124,11 +124,7 @@ Expected<Drafter::Plan> Drafter::plan(SequenceCache& cache, std::span<const int3
   return p;
 }
 
-Expected<Drafter::Step> Drafter::complete(SequenceCache& cache, const Plan& p, Buffer logits,
-                                          const SamplingParams& sampling) {
-  Step s;
-  s.logits = std::move(logits);
-  s.tokens = accept_drafts(s.logits, p.drafts, sampling, p.out_pos);
+Status Drafter::settle(SequenceCache& cache, const Plan& p, Step& s) {
   s.proposed = static_cast<int>(p.drafts.size());
   s.accepted = static_cast<int>(s.tokens.size()) - 1;
   if (!p.drafts.empty()) {
@@ -137,6 +133,15 @@ Expected<Drafter::Step> Drafter::complete(SequenceCache& cache, const Plan& p, B
     skip_ = backoff_;
   }
   proposed_ += s.proposed;
+  return {};
+}
+
+Expected<Drafter::Step> Drafter::complete(SequenceCache& cache, const Plan& p, Buffer logits,
+                                          const SamplingParams& sampling) {
+  Step s;
+  s.logits = std::move(logits);
+  s.tokens = accept_drafts(s.logits, p.drafts, sampling, p.out_pos);
+  TF_TRY(settle(cache, p, s));
   return s;
 }
 
@@ -147,14 +152,7 @@ Expected<Drafter::Step> Drafter::complete_greedy(SequenceCache& cache, const Pla
     s.tokens.push_back(ids[i]);
     if (i >= p.drafts.size() || ids[i] != p.drafts[i]) break;
   }
-  s.proposed = static_cast<int>(p.drafts.size());
-  s.accepted = static_cast<int>(s.tokens.size()) - 1;
-  if (!p.drafts.empty()) {
-    TF_TRY(model_.rollback(cache, p.batch.positions.front() + 1 + s.accepted));
-    backoff_ = s.accepted > 0 ? 0 : std::min(16, std::max(1, 2 * backoff_));
-    skip_ = backoff_;
-  }
-  proposed_ += s.proposed;
+  TF_TRY(settle(cache, p, s));
   return s;
 }
 

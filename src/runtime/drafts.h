@@ -109,6 +109,8 @@ class Drafter {
   DraftOptions opts_;
   int64_t proposed_ = 0, accepted_ = 0;
   int skip_ = 0, backoff_ = 0;  // plain steps left before drafting again; the last back-off
+  // After the verification: counts, rolls the cache back to the last accepted row, sets the back-off.
+  Status settle(SequenceCache& cache, const Plan& p, Step& s);
 };
 
 }  // namespace tf

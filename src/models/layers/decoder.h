@@ -28,31 +28,23 @@ inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector
                              const Tensor& lm_head, const CaptureFn& cap,
                              StepOutput out = StepOutput::kLogits) {
   const int64_t m = static_cast<int64_t>(rows.size()), vocab = lm_head.dim(0);
-  if (out == StepOutput::kArgmax) {
-    Buffer ids(DType::I32, {m});
-    if (m == 0) return ids;
-    DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});
-    b.gather_rows(hidden, upload_i32(b, rows), sel);
-    DeviceBuffer lg = b.alloc(hidden.dtype, {m, vocab});
-    b.linear(sel, lm_head, nullptr, lg);
-    capture(cap, b, "lm_head", lg);
-    DeviceBuffer lf = b.alloc(DType::F32, {m, vocab}), am = b.alloc(DType::I32, {m});
-    b.cast(lg, lf);
-    b.argmax(lf, am);
-    b.download(am, ids.data());
-    return ids;
-  }
-  Buffer logits(DType::F32, {m, vocab});  // [n_logit_rows, vocab]
-  if (m == 0) return logits;
+  Buffer result = out == StepOutput::kArgmax ? Buffer(DType::I32, {m}) : Buffer(DType::F32, {m, vocab});
+  if (m == 0) return result;
   DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});
   b.gather_rows(hidden, upload_i32(b, rows), sel);
   DeviceBuffer lg = b.alloc(hidden.dtype, {m, vocab});
   b.linear(sel, lm_head, nullptr, lg);
   capture(cap, b, "lm_head", lg);
-  DeviceBuffer lf = b.alloc(DType::F32, {m, vocab});
+  DeviceBuffer lf = b.alloc(DType::F32, {m, vocab});  // [n_logit_rows, vocab]
   b.cast(lg, lf);
-  b.download(lf, logits.data());
-  return logits;
+  if (out == StepOutput::kArgmax) {
+    DeviceBuffer am = b.alloc(DType::I32, {m});
+    b.argmax(lf, am);
+    b.download(am, result.data());
+  } else {
+    b.download(lf, result.data());
+  }
+  return result;
 }
 
 }  // namespace tf
