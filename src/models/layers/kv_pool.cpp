@@ -1,5 +1,8 @@
 #include "models/layers/kv_pool.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "base/status.h"
 
 namespace tf {
@@ -70,6 +73,34 @@ bool BlockTable::make_private(size_t i, Backend& b) {
   pool_->unref(old);
   blocks_[i] = fresh;
   return true;
+}
+
+Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRows& rows, Backend& b) {
+  PagedStep p;
+  p.slots.resize(static_cast<size_t>(rows.n_rows()));
+  p.seg_rows.assign(rows.off.begin(), rows.off.end());
+  for (size_t s = 0; s < tabs.size(); ++s) {
+    BlockTable& tab = *tabs[s];
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t i = rows.begin(s); i < rows.end(s); ++i) {
+      lo = std::min<int64_t>(lo, rows.positions[static_cast<size_t>(i)]);
+      hi = std::max<int64_t>(hi, rows.positions[static_cast<size_t>(i)] + 1);
+    }
+    bool ok = tab.grow(hi);
+    for (int64_t blk = lo / kKvBlock; ok && blk * kKvBlock < hi; ++blk)
+      ok = tab.make_private(static_cast<size_t>(blk), b);
+    if (!ok)
+      return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
+                        " blocks)");
+    for (int64_t i = rows.begin(s); i < rows.end(s); ++i)
+      p.slots[static_cast<size_t>(i)] = tab.slot(rows.positions[static_cast<size_t>(i)]);
+    p.max_blocks = std::max<int64_t>(p.max_blocks, static_cast<int64_t>(tab.blocks().size()));
+  }
+  p.tables.assign(tabs.size() * static_cast<size_t>(p.max_blocks), 0);
+  for (size_t s = 0; s < tabs.size(); ++s)
+    std::copy(tabs[s]->blocks().begin(), tabs[s]->blocks().end(),
+              p.tables.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(p.max_blocks)));
+  return p;
 }
 
 PoolBlockRefs::PoolBlockRefs(std::shared_ptr<KvPool> pool, std::vector<int32_t> blocks)

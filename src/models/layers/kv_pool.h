@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "models/layers/step_rows.h"
 #include "models/model.h"
 
 namespace tf {
@@ -63,6 +64,18 @@ class BlockTable {
   std::shared_ptr<KvPool> pool_;
   std::vector<int32_t> blocks_;
 };
+
+// One step's view of the pool (Backend::paged_attention's inputs): segment s (table tabs[s], its rows
+// those of `rows`) gets blocks for every position it writes, a shared block being copied first; then
+// the pool row of every step row and the segments' block tables. Error when the pool is full (the blocks
+// taken so far stay with their sequences; nothing else changed).
+struct PagedStep {
+  std::vector<int32_t> slots;     // [n_rows]: pool row of each step row's K/V
+  std::vector<int32_t> tables;    // [n_seg, max_blocks]: each segment's blocks (unused entries 0)
+  std::vector<int32_t> seg_rows;  // [n_seg + 1]: row offsets
+  int64_t max_blocks = 1;
+};
+Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRows& rows, Backend& b);
 
 // References to pool blocks held by a prompt-cache block (CacheBlock::shared).
 class PoolBlockRefs final : public SharedBlocks {

@@ -26,34 +26,10 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
             collect_step_rows(segs, {t.vocab_size, cfg_.image_token_id, t.hidden_size, info_.dtype}));
   const int64_t n = rows.n_rows();
 
-  // Pool blocks for every position a segment writes (a block shared with the prompt cache is
-  // copied before it is written). Taking blocks is the only change before the compute starts.
-  std::vector<int32_t> slots_h(static_cast<size_t>(n));
-  std::vector<int32_t> seg_rows(rows.off.begin(), rows.off.end());  // [n_seg + 1] row offsets
-  size_t max_blocks = 1;
-  for (size_t s = 0; s < segs.size(); ++s) {
-    BlockTable& tab = caches[s]->table;
-    int32_t lo = INT32_MAX, hi = 0;
-    for (int64_t i = rows.begin(s); i < rows.end(s); ++i) {
-      lo = std::min(lo, rows.positions[static_cast<size_t>(i)]);
-      hi = std::max(hi, rows.positions[static_cast<size_t>(i)] + 1);
-    }
-    if (!tab.grow(hi))
-      return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
-                        " blocks)");
-    for (int64_t blk = lo / kKvBlock; blk * kKvBlock < hi; ++blk)
-      if (!tab.make_private(static_cast<size_t>(blk), backend_))
-        return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
-                          " blocks)");
-    for (int64_t i = rows.begin(s); i < rows.end(s); ++i)
-      slots_h[static_cast<size_t>(i)] = tab.slot(rows.positions[static_cast<size_t>(i)]);
-    max_blocks = std::max(max_blocks, tab.blocks().size());
-  }
-  // tables[n_seg, max_blocks]: each segment's blocks (unused entries 0).
-  std::vector<int32_t> tables_h(segs.size() * max_blocks, 0);
-  for (size_t s = 0; s < segs.size(); ++s)
-    std::copy(caches[s]->table.blocks().begin(), caches[s]->table.blocks().end(),
-              tables_h.begin() + s * max_blocks);
+  // Pool blocks for every position a segment writes: the only change before the compute starts.
+  std::vector<BlockTable*> tabs;
+  for (KvCache* c : caches) tabs.push_back(&c->table);
+  TF_ASSIGN(const PagedStep paged, page_step(tabs, rows, backend_));
 
   Backend& b = backend_;
   const DType act = info_.dtype;
@@ -77,10 +53,9 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
   b.upload(dranges, rows.causal_ranges().data());
-  DeviceBuffer slots = upload_i32(b, slots_h), dseg = upload_i32(b, seg_rows);
-  DeviceBuffer tables =
-      b.alloc(DType::I32, {static_cast<int64_t>(segs.size()), static_cast<int64_t>(max_blocks)});
-  b.upload(tables, tables_h.data());
+  DeviceBuffer slots = upload_i32(b, paged.slots), dseg = upload_i32(b, paged.seg_rows);
+  DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(segs.size()), paged.max_blocks});
+  b.upload(tables, paged.tables.data());
   KvPool& pool = caches[0]->table.pool();
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 

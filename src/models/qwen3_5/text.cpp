@@ -129,27 +129,10 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     parts[s].r1 = rows.end(s);
     TF_TRY(check_segment(parts[s]));
   }
-  // Pool blocks for every position a segment writes (a block shared with the prompt cache is copied
-  // before it is written): the only change before the compute starts.
-  std::vector<int32_t> slots_h(static_cast<size_t>(rows.n_rows()));
-  std::vector<int32_t> seg_rows(rows.off.begin(), rows.off.end());  // [n_seg + 1] row offsets
-  size_t max_blocks = 1;
-  for (const SegRows& s : parts) {
-    BlockTable& tab = s.cache->table;
-    const auto full = [&] {
-      return make_error("forward: the K/V pool is full (" + std::to_string(tab.pool().n_blocks()) +
-                        " blocks)");
-    };
-    if (!tab.grow(s.pos0 + s.n())) return full();
-    for (int64_t blk = s.pos0 / kKvBlock; blk * kKvBlock < s.pos0 + s.n(); ++blk)
-      if (!tab.make_private(static_cast<size_t>(blk), backend_)) return full();
-    for (int64_t i = 0; i < s.n(); ++i) slots_h[static_cast<size_t>(s.r0 + i)] = tab.slot(s.pos0 + i);
-    max_blocks = std::max(max_blocks, tab.blocks().size());
-  }
-  std::vector<int32_t> tables_h(parts.size() * max_blocks, 0);  // [n_seg, max_blocks], unused entries 0
-  for (size_t s = 0; s < parts.size(); ++s)
-    std::copy(parts[s].cache->table.blocks().begin(), parts[s].cache->table.blocks().end(),
-              tables_h.begin() + static_cast<std::ptrdiff_t>(s * max_blocks));
+  // Pool blocks for every position a segment writes: the only change before the compute starts.
+  std::vector<BlockTable*> tabs;
+  for (const SegRows& s : parts) tabs.push_back(&s.cache->table);
+  TF_ASSIGN(const PagedStep pg, page_step(tabs, rows, backend_));
   // Checked: from here on the caches change.
   for (const SegRows& s : parts) {
     if (s.decode_rows()) {
@@ -178,10 +161,9 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   capture(capture_, b, pre + ".rotary_emb.sin", sin);
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
   b.upload(dranges, rows.causal_ranges().data());
-  DeviceBuffer slots = upload_i32(b, slots_h), dseg = upload_i32(b, seg_rows);
-  DeviceBuffer tables =
-      b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), static_cast<int64_t>(max_blocks)});
-  b.upload(tables, tables_h.data());
+  DeviceBuffer slots = upload_i32(b, pg.slots), dseg = upload_i32(b, pg.seg_rows);
+  DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), pg.max_blocks});
+  b.upload(tables, pg.tables.data());
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
