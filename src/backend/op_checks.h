@@ -29,6 +29,32 @@ inline DeltaRuleDims delta_rule(const Tensor& q, const Tensor& k, const Tensor& 
   return d;
 }
 
+// qkv_prep (ops.h): qkv[n, (heads + 2 kv_heads) d], q_out[n, heads, d], k_out/v_out[m, kv_heads, d],
+// cos/sin[n, r] (r even, <= d), optional norm weights [d] and slots[n] I32 (< m).
+struct QkvPrepDims {
+  int64_t n, heads, kv_heads, d, r, m;
+};
+inline QkvPrepDims qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, const Tensor& cos,
+                            const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
+                            const Tensor& v_out) {
+  TF_CHECK(q_out.rank() == 3 && k_out.rank() == 3 && v_out.shape == k_out.shape && qkv.rank() == 2);
+  QkvPrepDims a{q_out.dim(0), q_out.dim(1), k_out.dim(1), q_out.dim(2), cos.rank() == 2 ? cos.dim(1) : -1,
+                k_out.dim(0)};
+  TF_CHECK(k_out.dim(2) == a.d && qkv.dim(0) == a.n && qkv.dim(1) == (a.heads + 2 * a.kv_heads) * a.d);
+  TF_CHECK(is_float_act(qkv.dtype) && q_out.dtype == qkv.dtype && k_out.dtype == qkv.dtype &&
+           v_out.dtype == qkv.dtype && cos.dtype == qkv.dtype && sin.dtype == qkv.dtype);
+  TF_CHECK(cos.rank() == 2 && cos.dim(0) == a.n && a.r % 2 == 0 && a.r <= a.d && sin.shape == cos.shape);
+  TF_CHECK((q_norm == nullptr) == (k_norm == nullptr));
+  if (q_norm)
+    TF_CHECK(q_norm->numel() == a.d && k_norm->numel() == a.d && q_norm->dtype == qkv.dtype &&
+             k_norm->dtype == qkv.dtype);
+  if (slots)
+    TF_CHECK(slots->dtype == DType::I32 && slots->numel() == a.n);
+  else
+    TF_CHECK(a.m == a.n);
+  return a;
+}
+
 // Attention: q[n_q, heads, d], k/v[n_k, kv_heads, d], key_ranges[n_q, 2] I32, out like q; GQA groups.
 struct AttentionDims {
   int64_t n_q, heads, d, n_k, kv_heads;

@@ -116,6 +116,12 @@ class Backend {
   // out may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) = 0;
 
+  // add_rms_norm: the residual add and the next norm in one pass: h = rnd(h + delta) (`add`, in
+  // place), then out = rms_norm(h, w, eps, kind) (`rms_norm`), bit for bit the two ops in turn.
+  // h, delta, out [n, d] act; out must not alias h or delta.
+  virtual void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
+                            RmsNormKind kind, const Tensor& out) = 0;
+
   // layer_norm over the last dim (nn.LayerNorm): x[n, d] act, w[d], b[d] (act or F32), out[n, d].
   // mean and biased variance in f32 (two passes, fixed order); out = rnd((x-mean)*rstd*w + b) with
   // the affine part in f32: one rounding (PyTorch's layer_norm kernel computes in opmath).
@@ -164,10 +170,26 @@ class Backend {
                                const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
                                float scale, const Tensor& out) = 0;
 
+  // qkv_prep: q, k and v of one attention layer from its fused projection, bit for bit the ops
+  // `rms_norm` (per head, kWeight, when the norm weights are given), `rope` (q and k) and
+  // `scatter_rows` (k and v) in turn.
+  //   qkv[n, (heads + 2 kv_heads) * d] act: each row is [q heads | k heads | v heads] (q_proj, k_proj,
+  //   v_proj concatenated along out_f); q_norm, k_norm: [d] act or null (no q/k RMSNorm, e.g. Pixtral);
+  //   cos/sin[n, r] act as for `rope`; q_out[n, heads, d] act; k_out, v_out[m, kv_heads, d] act.
+  //   slots null: row i of k/v goes to row i (m = n, a contiguous K/V); else slots[n] I32: row i goes to
+  //   row slots[i] (the K/V pool's slots).
+  virtual void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                        const Tensor& cos, const Tensor& sin, const Tensor* slots, const Tensor& q_out,
+                        const Tensor& k_out, const Tensor& v_out) = 0;
+
   // act_mul: the gated MLP's act_fn(gate_proj(x)) * up_proj(x): out = rnd(a(gate) * up), a(gate)
   // as ActKind states (materialised in act, then the product rounded: two roundings for kSilu).
   // gate, up, out [n, d] act (any shape, same numel). out may alias gate.
   virtual void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) = 0;
+
+  // glu: the fused gate_up projection's activation: gu[n, 2d] act holds rows [gate | up] (gate_proj
+  // and up_proj concatenated along out_f), out[n, d] act = act_mul(gu[:, :d], gu[:, d:]) bit for bit.
+  virtual void glu(const Tensor& gu, ActKind kind, const Tensor& out) = 0;
 
   // act: out = a(x) as ActKind states (an ungated MLP's act_fn; the projector's GELU). Any shape,
   // act dtype. out may alias x.

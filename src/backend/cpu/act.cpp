@@ -1,6 +1,7 @@
 // act and act_mul: the hidden_act activations with Transformers' rounding points (backend/ops.h,
 // ActKind), f32 math; act_mul rounds a(gate) and then the product (two roundings).
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/common.h"
@@ -93,6 +94,22 @@ void act_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, ActKind kin
 void act(ThreadPool& pool, const Tensor& x, ActKind kind, const Tensor& out) {
   TF_CHECK(out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
   dispatch(pool, x, nullptr, kind, out);
+}
+
+// glu: act_mul over the two column halves of the fused gate_up output, on contiguous copies.
+void glu(ThreadPool& pool, const Tensor& gu, ActKind kind, const Tensor& out) {
+  TF_CHECK(gu.rank() == 2 && gu.dim(1) % 2 == 0 && out.rank() == 2 && out.dim(0) == gu.dim(0) &&
+           out.dim(1) * 2 == gu.dim(1) && out.dtype == gu.dtype && is_float_act(gu.dtype));
+  const int64_t n = out.dim(0), d = out.dim(1);
+  const size_t rb = static_cast<size_t>(d) * dtype_size(gu.dtype);
+  Buffer gate(gu.dtype, {n, d}), up(gu.dtype, {n, d});
+  for (int64_t i = 0; i < n; ++i) {
+    const char* row = static_cast<const char*>(gu.data) + 2 * rb * i;
+    std::memcpy(static_cast<char*>(gate.data()) + rb * i, row, rb);
+    std::memcpy(static_cast<char*>(up.data()) + rb * i, row + rb, rb);
+  }
+  const Tensor u = up.view();
+  dispatch(pool, gate, &u, kind, out);
 }
 
 }  // namespace tf::cpu

@@ -65,6 +65,16 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
     cpu::rms_norm(pool_, x, w, eps, kind, out);
   }
+  void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps, RmsNormKind kind,
+                    const Tensor& out) override {
+    cpu::add_rms_norm(pool_, h, delta, w, eps, kind, out);
+  }
+  void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
+                const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
+                const Tensor& v_out) override {
+    cpu::qkv_prep(pool_, qkv, q_norm, k_norm, eps, cos, sin, slots, q_out, k_out, v_out);
+  }
+  void glu(const Tensor& gu, ActKind kind, const Tensor& out) override { cpu::glu(pool_, gu, kind, out); }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
     cpu::layer_norm(pool_, x, w, b, eps, out);
   }

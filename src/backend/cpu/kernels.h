@@ -7,6 +7,12 @@ namespace tf::cpu {
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
               const Tensor& out);
+void add_rms_norm(ThreadPool& pool, const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
+                  RmsNormKind kind, const Tensor& out);
+void qkv_prep(ThreadPool& pool, const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps,
+              const Tensor& cos, const Tensor& sin, const Tensor* slots, const Tensor& q_out,
+              const Tensor& k_out, const Tensor& v_out);
+void glu(ThreadPool& pool, const Tensor& gu, ActKind kind, const Tensor& out);
 void layer_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                 const Tensor& out);
 void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin);

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/common.h"
 #include "backend/cpu/kernels.h"
+#include "backend/op_checks.h"
 
 namespace tf::cpu {
 
@@ -32,6 +33,15 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, Rms
       store_f32_row(out, r * d, d, row.data());
     }
   });
+}
+
+// add_rms_norm: `add` in place, then `rms_norm` (the CPU reference is the two ops in turn).
+void add_rms_norm(ThreadPool& pool, const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
+                  RmsNormKind kind, const Tensor& out) {
+  TF_CHECK(h.shape == delta.shape && h.dtype == delta.dtype && out.numel() == h.numel());
+  TF_CHECK(out.data != h.data && out.data != delta.data);
+  add(pool, h, delta, h);
+  rms_norm(pool, h, w, eps, kind, out);
 }
 
 }  // namespace tf::cpu

@@ -60,6 +60,20 @@ void launch_kind(cudaStream_t s, const Tensor& gate, const Tensor* up, const Ten
   });
 }
 
+// glu: out[i, j] = rnd(a(gu[i, j]) * gu[i, d + j]), gu[n, 2d] (act_mul over the two halves).
+template <ActKind K>
+void launch_glu_kind(cudaStream_t s, const Tensor& gu, const Tensor& out) {
+  const int64_t d = out.dim(1);
+  TF_DISPATCH_ACT(gu.dtype, T, {
+    const T* g = ptr<const T>(gu);
+    T* o = ptr<T>(out);
+    launch_elementwise(s, out.numel(), [=] __device__(int64_t e) {
+      const int64_t i = e / d, j = e % d;
+      o[e] = from_f<T>(act_one<K, T>(to_f(g[2 * d * i + j])) * to_f(g[2 * d * i + d + j]));
+    });
+  });
+}
+
 }  // namespace act_detail
 
 namespace {
@@ -93,6 +107,26 @@ void launch_act_mul(cudaStream_t s, const Tensor& gate, const Tensor& up, ActKin
 void launch_act(cudaStream_t s, const Tensor& x, ActKind kind, const Tensor& out) {
   TF_CHECK(out.numel() == x.numel() && out.dtype == x.dtype && is_float_act(x.dtype));
   dispatch(s, x, nullptr, kind, out);
+}
+
+void launch_glu(cudaStream_t s, const Tensor& gu, ActKind kind, const Tensor& out) {
+  TF_CHECK(gu.rank() == 2 && gu.dim(1) % 2 == 0 && out.rank() == 2 && out.dim(0) == gu.dim(0) &&
+           out.dim(1) * 2 == gu.dim(1) && out.dtype == gu.dtype && is_float_act(gu.dtype));
+  switch (kind) {
+    case ActKind::kSilu:
+      return act_detail::launch_glu_kind<ActKind::kSilu>(s, gu, out);
+    case ActKind::kGelu:
+      return act_detail::launch_glu_kind<ActKind::kGelu>(s, gu, out);
+    case ActKind::kGeluTanh:
+      return act_detail::launch_glu_kind<ActKind::kGeluTanh>(s, gu, out);
+    case ActKind::kGeluNew:
+      return act_detail::launch_glu_kind<ActKind::kGeluNew>(s, gu, out);
+    case ActKind::kQuickGelu:
+      return act_detail::launch_glu_kind<ActKind::kQuickGelu>(s, gu, out);
+    case ActKind::kRelu:
+      return act_detail::launch_glu_kind<ActKind::kRelu>(s, gu, out);
+  }
+  TF_CHECK(false && "unknown ActKind");
 }
 
 }  // namespace tf::cuda

@@ -87,6 +87,31 @@ __device__ float block_sum8(int64_t n, F f) {
   return combine8(lanes);
 }
 
+// rms_norm's Σ_k f(k)² over [0, d) in the CPU's order (backend/cpu/common.h dot_f32), by the whole block;
+// f(k) reads shared memory. Threads 0..7 are the lanes; once per block (its lanes are not re-synchronised).
+template <class F>
+__device__ float block_sum_sq8(int64_t d, F f) {
+  __shared__ float lanes[8];
+  if (threadIdx.x < 8) {
+    float a = 0.0f;
+    int64_t k = threadIdx.x;
+    for (; k + 56 < d; k += 64) {  // the next 8 terms of this lane: loads first, adds in order
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = f(k + 8 * u);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) a += v[u] * v[u];
+    }
+    for (; k < d; k += 8) {
+      const float v = f(k);
+      a += v * v;
+    }
+    lanes[threadIdx.x] = a;
+  }
+  __syncthreads();
+  return combine8(lanes);
+}
+
 // Dispatch on an activation dtype: runs the block with T = float or bf16_t (nested for ops with several
 // dtypes). A macro rather than a generic lambda: nvcc allows no __device__ lambda inside one.
 #define TF_DISPATCH_ACT(dt, T, ...)         \

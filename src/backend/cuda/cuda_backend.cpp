@@ -72,6 +72,18 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
     cuda::launch_rms_norm(s_, x, w, eps, kind, out);
   }
+  void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps, RmsNormKind kind,
+                    const Tensor& out) override {
+    cuda::launch_add_rms_norm(s_, h, delta, w, eps, kind, out);
+  }
+  void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
+                const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
+                const Tensor& v_out) override {
+    cuda::launch_qkv_prep(s_, qkv, q_norm, k_norm, eps, cos, sin, slots, q_out, k_out, v_out);
+  }
+  void glu(const Tensor& gu, ActKind kind, const Tensor& out) override {
+    cuda::launch_glu(s_, gu, kind, out);
+  }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
     cuda::launch_layer_norm(s_, x, w, b, eps, out);
   }

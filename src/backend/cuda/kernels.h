@@ -21,6 +21,12 @@ void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_
                                float scale, const Tensor& out);
 void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
                      const Tensor& out);
+void launch_add_rms_norm(cudaStream_t s, const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
+                         RmsNormKind kind, const Tensor& out);
+void launch_qkv_prep(cudaStream_t s, const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                     const Tensor& cos, const Tensor& sin, const Tensor* slots, const Tensor& q_out,
+                     const Tensor& k_out, const Tensor& v_out);
+void launch_glu(cudaStream_t s, const Tensor& gu, ActKind kind, const Tensor& out);
 void launch_layer_norm(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
                        const Tensor& out);
 void launch_rope_cos_sin(cudaStream_t s, const Tensor& angles, const Tensor& cos, const Tensor& sin);

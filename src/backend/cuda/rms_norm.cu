@@ -14,31 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxStaged = 8192;  // f32 row in shared memory: 32 KB, under the 48 KB default
 
-// Σ_k f(k)² over [0, d) in the CPU's order (backend/cpu/common.h dot_f32), by the whole block; f(k) reads
-// shared memory. Threads 0..7 are the lanes.
-template <class F>
-__device__ float block_sum_sq8(int64_t d, F f) {
-  __shared__ float lanes[8];
-  if (threadIdx.x < 8) {
-    float a = 0.0f;
-    int64_t k = threadIdx.x;
-    for (; k + 56 < d; k += 64) {  // the next 8 terms of this lane: loads first, adds in order
-      float v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = f(k + 8 * u);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) a += v[u] * v[u];
-    }
-    for (; k < d; k += 8) {
-      const float v = f(k);
-      a += v * v;
-    }
-    lanes[threadIdx.x] = a;
-  }
-  __syncthreads();
-  return combine8(lanes);
-}
-
 // x, out [n, d] act; w [d] (TW). grid n; dynamic shared memory d floats when staged.
 template <class T, class TW>
 __global__ void rms_norm_kernel(const T* __restrict__ x, const TW* __restrict__ w, float eps, bool one_plus,
@@ -65,7 +40,52 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const TW* __restrict__ 
   }
 }
 
+// add_rms_norm: h[r] = rnd(h[r] + delta[r]) written back (what `add` writes) and staged as f32, then the
+// staged form of rms_norm_kernel over it. grid n; dynamic shared memory d floats.
+template <class T, class TW>
+__global__ void add_rms_norm_kernel(T* __restrict__ h, const T* __restrict__ delta, const TW* __restrict__ w,
+                                    float eps, bool one_plus, T* __restrict__ out, int64_t d) {
+  extern __shared__ float srow[];
+  const int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const T v = from_f<T>(to_f(h[r * d + i]) + to_f(delta[r * d + i]));
+    h[r * d + i] = v;
+    srow[i] = to_f(v);
+  }
+  __syncthreads();
+  const float ss = block_sum_sq8(d, [&](int64_t k) { return srow[k]; });
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float v = srow[i], wi = to_f(w[i]);
+    const float y = one_plus ? v * inv * (1.0f + wi) : rnd<T>(wi * rnd<T>(v * inv));
+    out[r * d + i] = from_f<T>(y);
+  }
+}
+
 }  // namespace
+
+void launch_add_rms_norm(cudaStream_t s, const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
+                         RmsNormKind kind, const Tensor& out) {
+  TF_CHECK(h.shape == delta.shape && h.dtype == delta.dtype && out.numel() == h.numel());
+  TF_CHECK(out.data != h.data && out.data != delta.data);
+  const int64_t d = h.dim(-1), n = d ? h.numel() / d : 0;
+  if (d > kMaxStaged) {  // the two ops in turn: the same bits
+    launch_add(s, h, delta, h);
+    launch_rms_norm(s, h, w, eps, kind, out);
+    return;
+  }
+  TF_CHECK(w.numel() == d && is_float_act(w.dtype) && out.dtype == h.dtype && is_float_act(h.dtype));
+  if (kind == RmsNormKind::kWeight) TF_CHECK(w.dtype == h.dtype);
+  if (n == 0) return;
+  TF_DISPATCH_ACT(h.dtype, T, {
+    TF_DISPATCH_ACT(w.dtype, TW, {
+      add_rms_norm_kernel<T, TW><<<static_cast<unsigned>(n), kThreads, d * sizeof(float), s>>>(
+          ptr<T>(h), ptr<const T>(delta), ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight,
+          ptr<T>(out), d);
+      TF_CUDA_LAUNCHED();
+    });
+  });
+}
 
 void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps, RmsNormKind kind,
                      const Tensor& out) {

@@ -59,38 +59,35 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   KvPool& pool = caches[0]->table.pool();
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 
-  DeviceBuffer xn = b.alloc(act, {n, hs}), q = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
-               v = b.alloc(act, {n, kvd}), attn = b.alloc(act, {n, qd}), o = b.alloc(act, {n, hs});
-  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  // Per layer: add_rms_norm (the previous layer's residual add + this norm), the fused q/k/v linear,
+  // qkv_prep (q/k norms, RoPE, K/V into the pool), attention, o_proj, add_rms_norm, the fused gate/up
+  // linear, glu, down_proj. The residual add of the last layer meets the final norm.
+  DeviceBuffer xn = b.alloc(act, {n, hs}), qkv = b.alloc(act, {n, qd + 2 * kvd}),
+               q = b.alloc(act, {n, nh, hd}), attn = b.alloc(act, {n, qd}), o = b.alloc(act, {n, hs});
+  DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
   auto bias = [](const DeviceBuffer& d) { return d.empty() ? nullptr : &d.tensor(); };
-  for (size_t l = 0; l < w_.text_layers.size(); ++l) {
+  const size_t n_layers = w_.text_layers.size();
+  for (size_t l = 0; l < n_layers; ++l) {
     const TextLayerWeights& L = w_.text_layers[l];
-    const std::string name = pre + ".layers." + std::to_string(l);
-    b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.q_proj, bias(L.q_bias), q);
-    b.linear(xn, L.k_proj, bias(L.k_bias), k);
-    b.linear(xn, L.v_proj, bias(L.v_bias), v);
-    // q/k RMSNorm over head_dim, per head, before RoPE.
-    const Tensor qflat = q.tensor().reshaped({n * nh, hd}), kflat = k.tensor().reshaped({n * nkv, hd});
-    b.rms_norm(qflat, L.q_norm, eps, RmsNormKind::kWeight, qflat);
-    b.rms_norm(kflat, L.k_norm, eps, RmsNormKind::kWeight, kflat);
-    const Tensor qh = q.tensor().reshaped({n, nh, hd}), kh = k.tensor().reshaped({n, nkv, hd});
-    b.rope(qh, cos, sin, qh);
-    b.rope(kh, cos, sin, kh);
-    b.scatter_rows(kh, slots, pool.k(l));
-    b.scatter_rows(v.tensor().reshaped({n, nkv, hd}), slots, pool.v(l));
-    b.paged_attention(qh, pool.k(l), pool.v(l), tables, dseg, dranges, scale,
+    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
+    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kWeight, xn);
+    b.linear(xn, L.qkv_proj, bias(L.qkv_bias), qkv);
+    const Tensor slots_t = slots.tensor();
+    b.qkv_prep(qkv, &L.q_norm.tensor(), &L.k_norm.tensor(), eps, cos, sin, &slots_t, q, pool.k(l), pool.v(l));
+    b.paged_attention(q, pool.k(l), pool.v(l), tables, dseg, dranges, scale,
                       attn.tensor().reshaped({n, nh, hd}));
     b.linear(attn, L.o_proj, bias(L.o_bias), o);
     capture(capture_, b, name + ".self_attn", o);
-    b.add(h, o, h);
-    b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, xn);
-    gated_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, ActKind::kSilu, gate, up, o);
+    b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kWeight, xn);
+    b.linear(xn, L.gate_up_proj, nullptr, gu);
+    b.glu(gu, ActKind::kSilu, mid);
+    b.linear(mid, L.down_proj, nullptr, o);
     capture(capture_, b, name + ".mlp", o);
-    b.add(h, o, h);
+    const Tensor& next_norm =
+        l + 1 < n_layers ? w_.text_layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
+    b.add_rms_norm(h, o, next_norm, eps, RmsNormKind::kWeight, xn);
     capture(capture_, b, name, h);
   }
-  b.rms_norm(h, w_.norm, eps, RmsNormKind::kWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
 
   return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);

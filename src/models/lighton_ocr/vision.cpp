@@ -83,27 +83,26 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
   b.upload(dranges, ranges.data());
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 
-  DeviceBuffer xn = b.alloc(act, {n, hv}), q = b.alloc(act, {n, hv}), k = b.alloc(act, {n, hv}),
-               val = b.alloc(act, {n, hv}), attn = b.alloc(act, {n, hv}), o = b.alloc(act, {n, hv});
-  DeviceBuffer gate = b.alloc(act, {n, iv}), up = b.alloc(act, {n, iv});
-  const Shape heads_shape{n, heads, hd};
+  // Per layer: norm, the fused q/k/v linear, qkv_prep (2D RoPE on q and k), attention within each image,
+  // o_proj, add_rms_norm (residual + ffn_norm), the fused gate/up linear, glu, down_proj, residual add.
+  DeviceBuffer xn = b.alloc(act, {n, hv}), qkv = b.alloc(act, {n, 3 * hv}), attn = b.alloc(act, {n, hv}),
+               o = b.alloc(act, {n, hv});
+  DeviceBuffer q = b.alloc(act, {n, heads, hd}), k = b.alloc(act, {n, heads, hd}),
+               val = b.alloc(act, {n, heads, hd});
+  DeviceBuffer gu = b.alloc(act, {n, 2 * iv}), mid = b.alloc(act, {n, iv});
   for (size_t l = 0; l < w_.vision_layers.size(); ++l) {
     const VisionLayerWeights& L = w_.vision_layers[l];
-    const std::string name = pre + ".transformer.layers." + std::to_string(l);
+    const std::string name = capture_ ? pre + ".transformer.layers." + std::to_string(l) : std::string();
     b.rms_norm(h, L.attention_norm, kPixtralEps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.q_proj, nullptr, q);
-    b.linear(xn, L.k_proj, nullptr, k);
-    b.linear(xn, L.v_proj, nullptr, val);
-    const Tensor qh = q.tensor().reshaped(heads_shape), kh = k.tensor().reshaped(heads_shape);
-    b.rope(qh, cos, sin, qh);
-    b.rope(kh, cos, sin, kh);
-    b.attention(qh, kh, val.tensor().reshaped(heads_shape), dranges, scale,
-                attn.tensor().reshaped(heads_shape));
+    b.linear(xn, L.qkv_proj, nullptr, qkv);
+    b.qkv_prep(qkv, nullptr, nullptr, 0.0f, cos, sin, nullptr, q, k, val);
+    b.attention(q, k, val, dranges, scale, attn.tensor().reshaped({n, heads, hd}));
     b.linear(attn, L.o_proj, nullptr, o);
     capture(capture_, b, name + ".attention", o);
-    b.add(h, o, h);
-    b.rms_norm(h, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, xn);
-    gated_mlp(b, xn, L.gate_proj, L.up_proj, L.down_proj, cfg_.vision.act, gate, up, o);
+    b.add_rms_norm(h, o, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, xn);
+    b.linear(xn, L.gate_up_proj, nullptr, gu);
+    b.glu(gu, cfg_.vision.act, mid);
+    b.linear(mid, L.down_proj, nullptr, o);
     capture(capture_, b, name + ".feed_forward", o);
     b.add(h, o, h);
     capture(capture_, b, name, h);

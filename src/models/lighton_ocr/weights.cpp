@@ -1,6 +1,9 @@
 #include "models/lighton_ocr/weights.h"
 
 #include <utility>
+#include <vector>
+
+#include "models/layers/util.h"
 
 namespace tf::lighton_ocr {
 namespace {
@@ -53,6 +56,12 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   const int64_t h = t.hidden_size, it = t.intermediate_size, hd = t.head_dim;
   const int64_t qd = t.num_attention_heads * hd, kvd = t.num_key_value_heads * hd;
   Plan plan{wm, act, {}, 0, 0};
+  // The checkpoint's separate projections, stacked into the fused weights once imported.
+  struct Parts {
+    DeviceBuffer q, k, v, qb, kb, vb, gate, up;
+  };
+  std::vector<Parts> vparts(static_cast<size_t>(v.num_hidden_layers)),
+      tparts(static_cast<size_t>(t.num_hidden_layers));
 
   const std::string vp = vfile + ".", pp = pfile + ".";
   const Shape conv_gemm{hv, C * p * p};
@@ -63,13 +72,14 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
     auto& L = w.vision_layers[static_cast<size_t>(i)];
     const std::string n = vp + "transformer.layers." + std::to_string(i) + ".";
     TF_TRY(plan.need(&L.attention_norm, n + "attention_norm.weight", {hv}));
-    TF_TRY(plan.need(&L.q_proj, n + "attention.q_proj.weight", {hv, hv}));
-    TF_TRY(plan.need(&L.k_proj, n + "attention.k_proj.weight", {hv, hv}));
-    TF_TRY(plan.need(&L.v_proj, n + "attention.v_proj.weight", {hv, hv}));
+    Parts& P = vparts[static_cast<size_t>(i)];
+    TF_TRY(plan.need(&P.q, n + "attention.q_proj.weight", {hv, hv}));
+    TF_TRY(plan.need(&P.k, n + "attention.k_proj.weight", {hv, hv}));
+    TF_TRY(plan.need(&P.v, n + "attention.v_proj.weight", {hv, hv}));
     TF_TRY(plan.need(&L.o_proj, n + "attention.o_proj.weight", {hv, hv}));
     TF_TRY(plan.need(&L.ffn_norm, n + "ffn_norm.weight", {hv}));
-    TF_TRY(plan.need(&L.gate_proj, n + "feed_forward.gate_proj.weight", {iv, hv}));
-    TF_TRY(plan.need(&L.up_proj, n + "feed_forward.up_proj.weight", {iv, hv}));
+    TF_TRY(plan.need(&P.gate, n + "feed_forward.gate_proj.weight", {iv, hv}));
+    TF_TRY(plan.need(&P.up, n + "feed_forward.up_proj.weight", {iv, hv}));
     TF_TRY(plan.need(&L.down_proj, n + "feed_forward.down_proj.weight", {hv, iv}));
   }
   TF_TRY(plan.need(&w.proj_norm, pp + "norm.weight", {hv}));
@@ -87,21 +97,22 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
     auto& L = w.text_layers[static_cast<size_t>(i)];
     const std::string n = tp + "layers." + std::to_string(i) + ".";
     TF_TRY(plan.need(&L.input_layernorm, n + "input_layernorm.weight", {h}));
-    TF_TRY(plan.need(&L.q_proj, n + "self_attn.q_proj.weight", {qd, h}));
-    TF_TRY(plan.need(&L.k_proj, n + "self_attn.k_proj.weight", {kvd, h}));
-    TF_TRY(plan.need(&L.v_proj, n + "self_attn.v_proj.weight", {kvd, h}));
+    Parts& P = tparts[static_cast<size_t>(i)];
+    TF_TRY(plan.need(&P.q, n + "self_attn.q_proj.weight", {qd, h}));
+    TF_TRY(plan.need(&P.k, n + "self_attn.k_proj.weight", {kvd, h}));
+    TF_TRY(plan.need(&P.v, n + "self_attn.v_proj.weight", {kvd, h}));
     TF_TRY(plan.need(&L.o_proj, n + "self_attn.o_proj.weight", {h, qd}));
     if (t.attention_bias) {
-      TF_TRY(plan.need(&L.q_bias, n + "self_attn.q_proj.bias", {qd}));
-      TF_TRY(plan.need(&L.k_bias, n + "self_attn.k_proj.bias", {kvd}));
-      TF_TRY(plan.need(&L.v_bias, n + "self_attn.v_proj.bias", {kvd}));
+      TF_TRY(plan.need(&P.qb, n + "self_attn.q_proj.bias", {qd}));
+      TF_TRY(plan.need(&P.kb, n + "self_attn.k_proj.bias", {kvd}));
+      TF_TRY(plan.need(&P.vb, n + "self_attn.v_proj.bias", {kvd}));
       TF_TRY(plan.need(&L.o_bias, n + "self_attn.o_proj.bias", {h}));
     }
     TF_TRY(plan.need(&L.q_norm, n + "self_attn.q_norm.weight", {hd}));
     TF_TRY(plan.need(&L.k_norm, n + "self_attn.k_norm.weight", {hd}));
     TF_TRY(plan.need(&L.post_attention_layernorm, n + "post_attention_layernorm.weight", {h}));
-    TF_TRY(plan.need(&L.gate_proj, n + "mlp.gate_proj.weight", {it, h}));
-    TF_TRY(plan.need(&L.up_proj, n + "mlp.up_proj.weight", {it, h}));
+    TF_TRY(plan.need(&P.gate, n + "mlp.gate_proj.weight", {it, h}));
+    TF_TRY(plan.need(&P.up, n + "mlp.up_proj.weight", {it, h}));
     TF_TRY(plan.need(&L.down_proj, n + "mlp.down_proj.weight", {h, it}));
   }
   TF_TRY(plan.need(&w.norm, tp + "norm.weight", {h}));
@@ -115,6 +126,18 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   TF_TRY(wm.check_all_used({}));
 
   for (auto& [slot, tensor] : plan.items) *slot = backend.import_host(tensor);
+  for (size_t i = 0; i < vparts.size(); ++i) {
+    const Parts& P = vparts[i];
+    w.vision_layers[i].qkv_proj = concat_rows(backend, {&P.q, &P.k, &P.v});
+    w.vision_layers[i].gate_up_proj = concat_rows(backend, {&P.gate, &P.up});
+  }
+  for (size_t i = 0; i < tparts.size(); ++i) {
+    const Parts& P = tparts[i];
+    TextLayerWeights& L = w.text_layers[i];
+    L.qkv_proj = concat_rows(backend, {&P.q, &P.k, &P.v});
+    if (!P.qb.empty()) L.qkv_bias = concat_rows(backend, {&P.qb, &P.kb, &P.vb});
+    L.gate_up_proj = concat_rows(backend, {&P.gate, &P.up});
+  }
   w.n_params = plan.n_params;
   w.n_bytes = plan.n_bytes;
   return w;

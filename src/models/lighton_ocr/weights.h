@@ -1,5 +1,6 @@
 // LightOnOCR weights by HF name. Every tensor is checked (name, dtype, shape) and leftovers are
-// refused before anything is copied to the backend.
+// refused before anything is copied to the backend. The q/k/v and gate/up projections of each layer are
+// then stacked into one weight each (concat_rows: the same bits as the separate linears, fewer launches).
 #pragma once
 #include <string>
 #include <vector>
@@ -11,23 +12,23 @@
 namespace tf::lighton_ocr {
 
 struct VisionLayerWeights {
-  DeviceBuffer attention_norm;                  // [hidden_v]
-  DeviceBuffer q_proj, k_proj, v_proj, o_proj;  // [hidden_v, hidden_v]
-  DeviceBuffer ffn_norm;                        // [hidden_v]
-  DeviceBuffer gate_proj, up_proj;              // [intermediate_v, hidden_v]
-  DeviceBuffer down_proj;                       // [hidden_v, intermediate_v]
+  DeviceBuffer attention_norm;  // [hidden_v]
+  DeviceBuffer qkv_proj;        // [3 hidden_v, hidden_v]: q_proj | k_proj | v_proj rows
+  DeviceBuffer o_proj;          // [hidden_v, hidden_v]
+  DeviceBuffer ffn_norm;        // [hidden_v]
+  DeviceBuffer gate_up_proj;    // [2 intermediate_v, hidden_v]: gate_proj | up_proj rows
+  DeviceBuffer down_proj;       // [hidden_v, intermediate_v]
 };
 
 struct TextLayerWeights {
-  DeviceBuffer input_layernorm;                 // [hidden]
-  DeviceBuffer q_proj;                          // [heads*head_dim, hidden]
-  DeviceBuffer k_proj, v_proj;                  // [kv_heads*head_dim, hidden]
-  DeviceBuffer o_proj;                          // [hidden, heads*head_dim]
-  DeviceBuffer q_bias, k_bias, v_bias, o_bias;  // empty unless attention_bias
-  DeviceBuffer q_norm, k_norm;                  // [head_dim]
-  DeviceBuffer post_attention_layernorm;        // [hidden]
-  DeviceBuffer gate_proj, up_proj;              // [intermediate, hidden]
-  DeviceBuffer down_proj;                       // [hidden, intermediate]
+  DeviceBuffer input_layernorm;           // [hidden]
+  DeviceBuffer qkv_proj;                  // [(heads + 2 kv_heads) head_dim, hidden]: q | k | v rows
+  DeviceBuffer o_proj;                    // [hidden, heads*head_dim]
+  DeviceBuffer qkv_bias, o_bias;          // empty unless attention_bias (qkv: q | k | v)
+  DeviceBuffer q_norm, k_norm;            // [head_dim]
+  DeviceBuffer post_attention_layernorm;  // [hidden]
+  DeviceBuffer gate_up_proj;              // [2 intermediate, hidden]: gate_proj | up_proj rows
+  DeviceBuffer down_proj;                 // [hidden, intermediate]
 };
 
 struct Weights {

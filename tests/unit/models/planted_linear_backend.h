@@ -66,6 +66,16 @@ class PlantedLinearBackend final : public Backend {
                  const Tensor& out) override {
     in_.attention(q, k, v, key_ranges, scale, out);
   }
+  void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps, RmsNormKind kind,
+                    const Tensor& out) override {
+    in_.add_rms_norm(h, delta, w, eps, kind, out);
+  }
+  void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
+                const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
+                const Tensor& v_out) override {
+    in_.qkv_prep(qkv, q_norm, k_norm, eps, cos, sin, slots, q_out, k_out, v_out);
+  }
+  void glu(const Tensor& gu, ActKind kind, const Tensor& out) override { in_.glu(gu, kind, out); }
   void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) override {
     in_.act_mul(gate, up, kind, out);
   }
