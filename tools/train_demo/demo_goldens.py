@@ -4,7 +4,7 @@
 
 Each case is one user turn holding one image (the `tensorfold ocr` prompt) rendered with the checkpoint's chat
 template and default kwargs; the oracle records prompt ids, pixel_values hash, 64 greedy ids with EOS ignored and
-every step's top-2 margin. Only the small files are kept: greedy.json, prompt.json and a stages.safetensors
+every step's top-2 margin (N_NEW=N in the environment: up to N greedy ids instead of 64). Only the small files are kept: greedy.json, prompt.json and a stages.safetensors
 reduced to the teacher-forced logits of the first 8 new positions (the full stages file's hashes stay in
 prompt.json). Runs on CPU, deterministic (as `ref.py golden`).
 """
@@ -36,7 +36,7 @@ def main(argv):
     model_goldens.conversations = conversations
     orig_greedy = model_goldens.greedy
 
-    def greedy(model, inputs, n_new=model_goldens.N_NEW):
+    def greedy(model, inputs, n_new=int(os.environ.get("N_NEW", model_goldens.N_NEW))):
         # generate() still stops at the checkpoint's EOS (its generation_config fills eos_token_id back in), so the
         # output may be shorter than 64: the teacher-forced pass and greedy.json's n_new then use its real length.
         ids, steps = orig_greedy(model, inputs, n_new)

@@ -6,9 +6,10 @@ all images of a call into one sequence with a block-diagonal mask (quadratic in 
 loops over images; when every image of a call has the same size, the same modules run on a [B, patches, C]
 batch with no mask and the 2 x 2 merge is one reshape.
 """
-import data
 
 PATCH = 14
+LONGEST_EDGE = 1008  # processor size.longest_edge: a 1,600-px page becomes <= 1008 px (72 x 72 patches at most);
+                     # the 560 x 56 lines and 560 x 224 blocks of the first recipe are not resized
 
 
 def make_config(ids, model_vocab):
@@ -27,15 +28,16 @@ def make_processor(tok, template):
     ht = TokenizersBackend(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
                            image_token="<|image_pad|>", image_break_token="<|vision_pad|>",
                            image_end_token="<|vision_end|>")
-    ip = PixtralImageProcessor(size={"longest_edge": data.IMG_W}, patch_size=PATCH, resample=3,
+    ip = PixtralImageProcessor(size={"longest_edge": LONGEST_EDGE}, patch_size=PATCH, resample=3,
                                image_mean=ck.CLIP_MEAN, image_std=ck.CLIP_STD, do_convert_rgb=True)
     return LightOnOcrProcessor(image_processor=ip, tokenizer=ht, patch_size=PATCH, spatial_merge_size=2,
                                chat_template=template)
 
 
 def image_features(model, pv):
-    """pv fp32 [B, 3, H, W], every image H x W (multiples of 28) -> (projected features [B, H/28 * W/28, Dt] in
-    the row-major merged order the placeholders take, tower output [B, H/14, W/14, Dv])."""
+    """pv fp32 [B, 3, H, W], every image H x W (multiples of 14) -> (projected features [B, (h//2) * (w//2), Dt]
+    in the row-major merged order the placeholders take, tower output [B, h, w, Dv]) with h, w = H/14, W/14; an
+    odd last patch row / column is dropped by the merge, as the stock unfold(kernel 2, stride 2) drops it."""
     import torch
     venc = model.model.vision_encoder
     proj = model.model.vision_projection
@@ -51,6 +53,7 @@ def image_features(model, pv):
     tower = x
     x = proj.norm(x)
     d = x.shape[-1]
+    x = x.reshape(B, h, w, d)[:, :h // 2 * 2, :w // 2 * 2]
     # unfold(kernel 2, stride 2) order: feature index = c * 4 + ki * 2 + kj, blocks row-major
     x = x.reshape(B, h // 2, 2, w // 2, 2, d).permute(0, 1, 3, 5, 2, 4).reshape(B, (h // 2) * (w // 2), d * 4)
     x = proj.patch_merger.merging_layer(x)

@@ -6,14 +6,10 @@ shortcuts, each compared with the stock code path before training starts (see tr
 """
 import sys
 
-import data
 
-MIN_PIXELS = 8192     # processor size.shortest_edge: smart_resize keeps a 560 x 56 line at 576 x 64 (4 x 36 patches)
-MAX_PIXELS = 147456   # processor size.longest_edge (384^2): larger inputs are scaled down
-# smart_resize with factor 32 (Python round, half to even): a 56 x 560 line -> 64 x 576 (patch grid 4 x 36, 36 merged
-# image tokens), a 224 x 560 block -> 224 x 576 (grid 14 x 36, 126 tokens)
-RES = {data.IMG_H: (64, 576), data.BLOCK_H: (224, 576)}
-GH, GW = (side // 16 for side in RES[data.IMG_H])  # a line image's patch grid (the CTC head's columns)
+MIN_PIXELS = 4096      # processor size.shortest_edge: a 150 x 24 line stays at native scale (160 x 32)
+MAX_PIXELS = 1048576   # processor size.longest_edge (1024^2): a 1,600 x 1,200 page -> 1,184 x 864 (74 x 54 patches);
+# the 560 x 56 lines and 560 x 224 blocks of the first recipe are resized to 576 x 64 and 576 x 224 as before
 
 # --qwen-size: "s" is the lines-only checkpoint of commit 21f078d (1.8 M parameters); "m" (default) doubles the
 # widths (the Pixtral/Qwen3 demo's 256) for the block data (~7.7 M parameters).
@@ -49,32 +45,16 @@ def make_processor(tok, template):
                             chat_template=template)
 
 
-def resize_lines(imgs, threads=1):
-    """uint8 [N, h, w] (a line or block size of data.py) -> uint8 [N, RES[h]] with the call the processor makes on
-    CPU (torchvision bicubic, antialias, uint8 kernel on a contiguous 3-channel image), so training sees the
-    pixels inference sees."""
-    import numpy as np
-    import torch
-    from torchvision.transforms import InterpolationMode
-    from torchvision.transforms.v2 import functional as tvF
-    torch.set_num_threads(threads)
-    rh, rw = RES[imgs.shape[1]]
-    out = np.empty((imgs.shape[0], rh, rw), np.uint8)
-    for s in range(0, imgs.shape[0], 256):
-        x = torch.from_numpy(imgs[s:s + 256])[:, None].expand(-1, 3, -1, -1).contiguous()  # [b, 3, h, w]
-        out[s:s + 256] = tvF.resize(x, [rh, rw], interpolation=InterpolationMode.BICUBIC,
-                                    antialias=True)[:, 0].numpy()
-    return out
-
-
 def pixel_values(u8):
-    """uint8 [B, H, W] (already resized) -> fp32 [B * H/16 * W/16, 1536]: rescale+normalise, grey to RGB, patches
-    in (block_row, block_col, in_row, in_col) order, each patch [c][t][y][x] with the frame duplicated (T = 2)."""
-    B, H, W = u8.shape
+    """uint8 [B, C, H, W] (already resized; C = 1 grey or 3) -> fp32 [B * H/16 * W/16, 1536]: rescale+normalise,
+    patches in (block_row, block_col, in_row, in_col) order, each patch [c][t][y][x] with the frame duplicated
+    (T = 2)."""
+    B, C, H, W = u8.shape
     gh, gw = H // 16, W // 16
-    x = (u8.float() - 127.5) / 127.5  # [B, H, W]
-    x = x.reshape(B, gh // 2, 2, 16, gw // 2, 2, 16).permute(0, 1, 4, 2, 5, 3, 6)  # [B, bh, bw, ih, iw, 16, 16]
-    x = x[:, :, :, :, :, None, None].expand(-1, -1, -1, -1, -1, 3, 2, -1, -1)  # [.., C, T, 16, 16]
+    x = u8.float() * (1 / 255.0)
+    x = (x - 0.5) / 0.5  # the processor's rescale then normalise (mean = std = 0.5)
+    x = x.reshape(B, C, gh // 2, 2, 16, gw // 2, 2, 16).permute(0, 2, 5, 3, 6, 1, 4, 7)  # [B, bh, bw, ih, iw, C, 16, 16]
+    x = x[:, :, :, :, :, :, None].expand(-1, -1, -1, -1, -1, 3, 2, -1, -1)  # [.., C, T, 16, 16]
     return x.reshape(B * gh * gw, 3 * 2 * 16 * 16)
 
 
@@ -157,11 +137,8 @@ def patch_vision_positions(model, grid, log):
     return restore
 
 
-def ctc_features(last_hidden, B):
-    """Vision tower output of line images [B * 144, C] (block order) -> column features [B, 36, C] (mean over
+def ctc_features(last_hidden, B, gh, gw):
+    """Vision tower output of line images [B * gh * gw, C] (block order) -> column features [B, gw, C] (mean over
     patch rows)."""
-    x = last_hidden.float().reshape(B, GH // 2, GW // 2, 2, 2, -1).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(B, GH, GW, -1).mean(1)
-
-
-assert data.IMG_H == 56 and data.BLOCK_H == 224 and data.IMG_W == 560, "RES holds smart_resize of the rendered sizes"
+    x = last_hidden.float().reshape(B, gh // 2, gw // 2, 2, 2, -1).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(B, gh, gw, -1).mean(1)

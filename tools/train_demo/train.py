@@ -38,7 +38,8 @@ import qwen35  # noqa: E402
 SEED = 20261129
 BPE_VOCAB = 320       # byte alphabet (256) + 64 merges: nearly character level, so the decoder has no easy prior
 MODEL_VOCAB = 384     # embedding rows (>= 320 + 26 added tokens)
-MAX_TGT = {"line": 32, "block": 128}  # target tokens per image incl. <|im_end|>
+MAX_TGT = {"line": 96, "page": 1024}  # target tokens per image incl. <|im_end|> (longer ones are dropped)
+CTC_R = 4             # CTC time steps per patch column of a line image
 LOG = None
 
 
@@ -56,6 +57,8 @@ def train_tokenizer(seed, regex=None):
     rng = random.Random(seed)
     corpus = [data.make_text(rng, 0.5) for _ in range(20000)]
     corpus += [data.block_text(data.make_block(rng, data.BLOCK_KINDS[i % 4])) for i in range(4000)]
+    corpus += [data.line_text(rng) for _ in range(20000)]
+    corpus += [data.page_text(data.make_page(rng, data.PAGE_KINDS[i % 5])) for i in range(2000)]
     tok = Tokenizer(models.BPE(dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                                fuse_unk=False, byte_fallback=False, ignore_merges=False))
     tok.normalizer = normalizers.NFC()
@@ -114,12 +117,14 @@ def save_checkpoint(model, static_dir, out_dir, tar_path, arcname):
 
 
 def evaluate(ckpt_dir, files, folder, dev, batch=40, max_new=48):
-    """Oracle transcriptions: the reloaded bf16 checkpoint, its own processor and chat template, greedy."""
+    """Oracle transcriptions: the reloaded bf16 checkpoint, its own processor and chat template, greedy (batched,
+    prompts padded on the left: images of different sizes have prompts of different lengths)."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
     m = AutoModelForImageTextToText.from_pretrained(ckpt_dir).to(dev).eval()
     log(f"reloaded dtype {next(m.parameters()).dtype}, generation_config do_sample {m.generation_config.do_sample}")
     hp = AutoProcessor.from_pretrained(ckpt_dir)
+    hp.tokenizer.padding_side = "left"
     preds = []
     for s in range(0, len(files), batch):
         convs = [[{"role": "user", "content": [{"type": "image", "path": os.path.join(folder, f)}]}]
@@ -150,70 +155,174 @@ def report_cer(tag, gt, preds):
 
 
 class Bucket:
-    """The training images of one size (lines or blocks) with their targets, prompt and placeholder rows."""
+    """The training images of one processed shape: kind "line" or "page", C = 1 (grey) or 3 (RGB) uint8 planes of
+    H x W (the processor's output size), targets, CTC labels (lines), and that shape's prompt; filled as the
+    render workers' chunks arrive (capacity grows by half)."""
 
-    def __init__(self, name, texts, imgs, tok, ids, batch, dev):
+    def __init__(self, kind, C, H, W, dev):
+        self.kind, self.C, self.H, self.W, self.dev = kind, C, H, W, dev
+        self.name = f"{kind}{'-rgb' if C == 3 else ''} {H}x{W}"
+        self.max_tgt = MAX_TGT[kind]
+        self.n = self.cap = 0
+        self.imgs = self.tgt = self.tlen = self.ctc_t = self.ctc_l = None
+
+    def add(self, imgs, tgt, tlen, ctc_t, ctc_l):
         import torch
-        self.name, self.batch, self.max_tgt = name, batch, MAX_TGT[name]
-        cidx = {c: i + 1 for i, c in enumerate(data.CHARSET)}
-        enc = tok.encode_batch(texts, add_special_tokens=False)
-        tgt = np.full((len(texts), self.max_tgt), -100, np.int64)
-        ctc_t = np.zeros((len(texts), data.MAX_CHARS), np.int64)
-        ctc_l = np.zeros(len(texts), np.int64)
-        keep = np.zeros(len(texts), bool)
-        for i, (e, s) in enumerate(zip(enc, texts)):
-            tids = e.ids + [ids["<|im_end|>"]]
-            if len(tids) <= self.max_tgt:
-                tgt[i, :len(tids)] = tids
-                if name == "line":
-                    ctc_t[i, :len(s)] = [cidx[c] for c in s]
-                    ctc_l[i] = len(s)
-                keep[i] = True
-        log(f"{name}: kept {keep.sum()}/{len(texts)}; mean target tokens {np.mean([len(e.ids) for e in enc]):.1f}; "
-            f"sample {texts[:3]}")
-        self.imgs = torch.from_numpy(imgs[keep]).to(dev)  # [N, H, W] uint8 (qwen3_5: already resized)
-        self.tgt = torch.from_numpy(tgt[keep]).to(dev)  # [N, max_tgt]
-        self.ctc_t, self.ctc_l = torch.from_numpy(ctc_t[keep]).to(dev), torch.from_numpy(ctc_l[keep]).to(dev)
-        self.N = self.imgs.shape[0]
+        k = imgs.shape[0]
+        if self.n + k > self.cap:
+            cap = max(self.cap + self.cap // 2, self.n + k, 32)
 
-    def set_prompt(self, proc, probe_path, dev):
-        enc = proc.apply_chat_template([{"role": "user", "content": [{"type": "image", "path": probe_path}]}],
+            def grow(old, shape, dtype):
+                new = torch.empty((cap,) + shape, dtype=dtype, device=self.dev)
+                if old is not None:
+                    new[:self.n] = old[:self.n]
+                return new
+            self.imgs = grow(self.imgs, (self.C, self.H, self.W), torch.uint8)
+            self.tgt = grow(self.tgt, (self.max_tgt,), torch.long)
+            self.tlen = grow(self.tlen, (), torch.long)
+            self.ctc_t = grow(self.ctc_t, (data.MAX_LINE_CHARS,), torch.long)
+            self.ctc_l = grow(self.ctc_l, (), torch.long)
+            self.cap = cap
+        sl = slice(self.n, self.n + k)
+        for dst, src in ((self.imgs, imgs), (self.tgt, tgt), (self.tlen, tlen), (self.ctc_t, ctc_t),
+                         (self.ctc_l, ctc_l)):
+            dst[sl] = torch.from_numpy(src).to(self.dev)
+        self.n += k
+
+    def set_prompt(self, proc, work, ids, dev, tokens, cap):
+        """The prompt of this shape from the real processor and chat template (a blank H x W image: the processor
+        leaves that size as it is), and the batch size: `tokens` patches + prompt + target positions per step."""
+        from PIL import Image
+        path = os.path.join(work, f"probe_{self.H}x{self.W}.png")
+        Image.new("RGB", (self.W, self.H), (255, 255, 255)).save(path)
+        enc = proc.apply_chat_template([{"role": "user", "content": [{"type": "image", "path": path}]}],
                                        add_generation_prompt=True, tokenize=True, return_dict=True,
                                        return_tensors="pt")
         self.enc = enc
         self.prompt = enc["input_ids"][0].to(dev)  # [P]
         self.P = self.prompt.shape[0]
+        self.n_img = int((self.prompt == ids["<|image_pad|>"]).sum())
+        patches = enc["pixel_values"].shape[-2] * enc["pixel_values"].shape[-1] // 196 \
+            if enc["pixel_values"].dim() == 4 else enc["pixel_values"].shape[0]
+        cost = patches + self.P + (48 if self.kind == "line" else 400)
+        self.batch = max(2, min(cap, tokens // cost))
 
 
-def render_data(args, qwen):
-    post = qwen35.resize_lines if qwen else None
-    t0 = time.time()
-    lines = data.render_many(args.n_lines, args.seed, args.fonts, 0.6, args.procs, post)
-    blocks = data.render_many(args.n_blocks, args.seed, args.fonts, 0.6, args.procs, post, blocks=True) \
-        if args.n_blocks else None
-    log(f"rendered {args.n_lines} lines {lines[1].shape} and {args.n_blocks} blocks "
-        f"{None if blocks is None else blocks[1].shape} in {time.time() - t0:.1f}s")
-    return lines, blocks
+class Feed:
+    """Render workers (forked before CUDA starts) rendering the job list in the background; chunks arrive on a
+    queue while training runs."""
+
+    def __init__(self, jobs, procs):
+        import queue
+        import threading
+        from multiprocessing import Pool
+        self.pool = Pool(procs)
+        self.q = queue.Queue()
+        self.done = False
+
+        def pump():
+            try:
+                for res in self.pool.imap_unordered(data.render_any_chunk, jobs):
+                    self.q.put(res)
+            finally:
+                self.q.put(None)
+        threading.Thread(target=pump, daemon=True).start()
+
+    def take(self, n, block=False):
+        import queue
+        out = []
+        while len(out) < n and not self.done:
+            try:
+                r = self.q.get(block=block and not out, timeout=600 if block else None)
+            except queue.Empty:
+                break
+            if r is None:
+                self.done = True
+            else:
+                out.append(r)
+        return out
+
+    def close(self):
+        self.pool.terminate()
 
 
-def lighton_runner(model, buckets, ids, proc, dev):
-    """run(bucket, idx, stock) -> logits [B, P + max_tgt, V]; the batched image path unless stock."""
+def plan_jobs(args, prep):
+    """Render jobs in cycles: new lines and pages, plus the first recipe's 560 x 56 lines and 560 x 224 blocks."""
+    pattern = ["line", "page", "page", "line", "page", "oldline", "page", "oldblock"]
+    size = {"line": 400, "page": 40, "oldline": 200, "oldblock": 40}
+    if args.smoke:
+        size = {k: max(4, v // 20) for k, v in size.items()}
+    return [(args.seed * 1000003 + c * 16 + j, size[k], args.fonts, k, prep)
+            for c in range(args.cycles) for j, k in enumerate(pattern)]
+
+
+class Store:
+    """Buckets by (kind, C, H, W); ingest() turns render chunks into bucket rows."""
+
+    def __init__(self, tok, ids, proc, work, dev, args, init_bucket):
+        self.b, self.tok, self.ids, self.proc, self.work, self.dev, self.args = {}, tok, ids, proc, work, dev, args
+        self.init_bucket = init_bucket
+        self.cidx = {c: i + 1 for i, c in enumerate(data.CHARSET)}
+        self.stats = {"line": 0, "page": 0, "dropped": 0, "resid": 0.0, "chunks": 0}
+
+    def ingest(self, chunk):
+        groups = {}
+        for k, text, (u8, resid) in chunk:
+            self.stats["resid"] = max(self.stats["resid"], resid)
+            groups.setdefault((k,) + tuple(u8.shape), []).append((text, u8))
+        for key, items in groups.items():
+            kind = key[0]
+            texts = [t for t, _ in items]
+            enc = self.tok.encode_batch(texts, add_special_tokens=False)
+            mt = MAX_TGT[kind]
+            keep, tg, tl, ct, cl = [], [], [], [], []
+            for i, (e, s) in enumerate(zip(enc, texts)):
+                tids = e.ids + [self.ids["<|im_end|>"]]
+                if len(tids) > mt or (kind == "line" and len(s) > data.MAX_LINE_CHARS):
+                    self.stats["dropped"] += 1
+                    continue
+                keep.append(i)
+                tg.append(tids + [-100] * (mt - len(tids)))
+                tl.append(len(tids))
+                c = [self.cidx[ch] for ch in s] if kind == "line" else []
+                ct.append(c + [0] * (data.MAX_LINE_CHARS - len(c)))
+                cl.append(len(c))
+            if not keep:
+                continue
+            b = self.b.get(key)
+            if b is None:
+                b = self.b[key] = Bucket(kind, key[1], key[2], key[3], self.dev)
+                b.set_prompt(self.proc, self.work, self.ids, self.dev, self.args.tokens,
+                             self.args.batch if kind == "line" else self.args.page_batch)
+                self.init_bucket(b)
+            b.add(np.stack([items[i][1] for i in keep]), np.array(tg, np.int64), np.array(tl, np.int64),
+                  np.array(ct, np.int64), np.array(cl, np.int64))
+            self.stats[kind] += len(keep)
+        self.stats["chunks"] += 1
+
+    def kinds(self, kind):
+        return [b for b in self.b.values() if b.kind == kind]
+
+
+def lighton_runner(model, ids, proc, dev):
+    """run(bucket, idx, t, stock) -> logits [B, P + L, V]; the batched image path unless stock."""
     import torch
     mean = torch.tensor(proc.image_processor.image_mean, device=dev).view(1, 3, 1, 1)
     std = torch.tensor(proc.image_processor.image_std, device=dev).view(1, 3, 1, 1)
     cap = {}
 
-    def pixels(u8):  # [B, H, W] uint8 -> [B, 3, H, W] float32, exactly the processor's rescale+normalise
-        x = u8.to(torch.float32).unsqueeze(1).expand(-1, 3, -1, -1) * (1 / 255.0)
+    def pixels(u8):  # [B, C, H, W] uint8 -> [B, 3, H, W] float32, the processor's rescale+normalise
+        x = u8.to(torch.float32).expand(-1, 3, -1, -1) * (1 / 255.0)
         return (x - mean) / std
 
-    for b in buckets:
+    def init_bucket(b):
         b.img_pos = (b.prompt == ids["<|image_pad|>"]).nonzero()[:, 0]
+        want = (b.H // 28) * (b.W // 28)
+        assert b.n_img == want, f"{b.name}: {b.n_img} image tokens, expected {want}"
         b.pixels = pixels
 
-    def run(b, idx, stock=False):
+    def run(b, idx, t, stock=False):
         B = idx.shape[0]
-        t = b.tgt[idx]
         inp = torch.cat([b.prompt[None].expand(B, -1), torch.where(t < 0, ids["<|endoftext|>"], t)], 1)
         am = torch.cat([torch.ones(B, b.P, dtype=torch.long, device=dev), (t >= 0).long()], 1)
         pv = pixels(b.imgs[idx])
@@ -225,60 +334,63 @@ def lighton_runner(model, buckets, ids, proc, dev):
         emb[:, b.img_pos] = feats.to(emb.dtype)
         return model(inputs_embeds=emb, attention_mask=am).logits
 
-    def ctc_feats():
-        return lighton.ctc_features(cap["tower"])  # [B, 40, C]
-    return run, ctc_feats, None
+    def ctc_feats(b):
+        return lighton.ctc_features(cap["tower"])  # [B, w, C]
+    return run, ctc_feats, None, init_bucket
 
 
-def qwen_runner(model, buckets, ids, proc, dev):
-    """run(bucket, idx, stock) -> logits; M-RoPE positions of a full-length row computed once per bucket by the
-    model's own get_rope_index (every row has the same prompt and grid; targets are text, so their positions do
-    not depend on their ids), and the vision attention batched (qwen35.patch_vision_attention) unless stock."""
+def qwen_runner(model, ids, proc, dev):
+    """run(bucket, idx, t, stock) -> logits; M-RoPE positions of a full-length row computed once per bucket by
+    the model's own get_rope_index (every row of a bucket has the same prompt and grid; targets are text, so their
+    positions do not depend on their ids), and the vision attention batched (qwen35.patch_vision_attention) unless
+    stock."""
     import inspect
     import torch
     pad = ids["<|endoftext|>"]
-    for b in buckets:
+    rope_kw = "mm_token_type_ids" in inspect.signature(model.model.get_rope_index).parameters
+
+    def init_bucket(b):
         b.grid = b.enc["image_grid_thw"].to(dev)  # [1, 3]
+        want = (b.H // 32) * (b.W // 32)
+        assert b.n_img == want, f"{b.name}: {b.n_img} image tokens, expected {want}"
         mm = b.enc.get("mm_token_type_ids")
         b.mm_full = None if mm is None else torch.cat(
             [mm.to(dev), torch.zeros(1, b.max_tgt, dtype=mm.dtype, device=dev)], 1)
         full = torch.cat([b.prompt, torch.full((b.max_tgt,), pad, device=dev)])[None]
         kw = dict(input_ids=full, image_grid_thw=b.grid, attention_mask=torch.ones_like(full))
-        if "mm_token_type_ids" in inspect.signature(model.model.get_rope_index).parameters:
+        if rope_kw:
             kw["mm_token_type_ids"] = b.mm_full
-        b.pos = model.model.get_rope_index(**kw)[0]  # [3, 1, L]
+        with torch.no_grad():
+            b.pos = model.model.get_rope_index(**kw)[0]  # [3, 1, P + max_tgt]
         model.model.rope_deltas = None
         b.pixels = qwen35.pixel_values
-        log(f"{b.name}: grid {b.grid.tolist()} rope positions {tuple(b.pos.shape)} last {b.pos[:, 0, -1].tolist()}")
     cap, state = {}, {"L": 0}
     # The last vision block's output = the tower's last_hidden_state (before the merger), for the CTC head.
     model.model.visual.blocks[-1].register_forward_hook(
         lambda mod, a, out: cap.__setitem__("h", out[0] if isinstance(out, tuple) else out))
 
-    def run(b, idx, stock=False):
-        B = idx.shape[0]
-        t = b.tgt[idx]
-        inp = torch.cat([b.prompt[None].expand(B, -1), torch.where(t < 0, pad, t)], 1)  # [B, L]
+    def run(b, idx, t, stock=False):
+        B, L = idx.shape[0], t.shape[1]
+        inp = torch.cat([b.prompt[None].expand(B, -1), torch.where(t < 0, pad, t)], 1)  # [B, P + L]
         u8 = b.imgs[idx]
-        state["L"] = (u8.shape[1] // 16) * (u8.shape[2] // 16)
+        state["L"] = (b.H // 16) * (b.W // 16)
         cap["B"] = B
-        kw = {} if b.mm_full is None else {"mm_token_type_ids": b.mm_full.expand(B, -1)}
+        kw = {} if b.mm_full is None else {"mm_token_type_ids": b.mm_full[:, :b.P + L].expand(B, -1)}
         g = b.grid.expand(B, -1)
         if stock:  # Transformers' own path: positions from mm_token_type_ids, full attention mask
             model.model.rope_deltas = None
             return model(input_ids=inp, pixel_values=qwen35.pixel_values(u8), image_grid_thw=g, use_cache=False,
                          attention_mask=torch.ones_like(inp), **kw).logits
         return model(input_ids=inp, pixel_values=qwen35.pixel_values(u8), image_grid_thw=g,
-                     position_ids=b.pos.expand(-1, B, -1), use_cache=False, **kw).logits
+                     position_ids=b.pos[:, :, :b.P + L].expand(-1, B, -1), use_cache=False, **kw).logits
 
-    def ctc_feats():
-        return qwen35.ctc_features(cap["h"], cap["B"])  # [B, 36, C]
-    # patched only after the stock comparison (main); returns the restore function
-    def patch():
-        undo = [qwen35.patch_vision_attention(model, state)[0],
-                qwen35.patch_vision_positions(model, buckets[0].grid, log)]
+    def ctc_feats(b):
+        return qwen35.ctc_features(cap["h"], cap["B"], b.H // 16, b.W // 16)  # [B, gw, C]
+
+    def patch(grid):  # patched only after the stock comparison (main); returns the restore function
+        undo = [qwen35.patch_vision_attention(model, state)[0], qwen35.patch_vision_positions(model, grid, log)]
         return lambda: [u() for u in undo if u]
-    return run, ctc_feats, patch
+    return run, ctc_feats, patch, init_bucket
 
 
 def main():
@@ -290,29 +402,31 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--train-seconds", type=float, default=420)
     ap.add_argument("--steps", type=int, default=0)
-    ap.add_argument("--n-lines", type=int, default=140000)
-    ap.add_argument("--n-blocks", type=int, default=40000)
-    ap.add_argument("--batch", type=int, default=256, help="line images per step")
-    ap.add_argument("--block-batch", type=int, default=0, help="block images per step (default batch / 4)")
-    ap.add_argument("--block-frac", type=float, default=0.35, help="share of steps on blocks")
-    ap.add_argument("--block-start", type=int, default=0, help="lines only before this step (a curriculum)")
+    ap.add_argument("--cycles", type=int, default=100, help="render cycles (8 chunks: 800 new lines, 200 old "
+                    "lines, 160 pages, 40 old blocks)")
+    ap.add_argument("--batch", type=int, default=256, help="line images per step at most")
+    ap.add_argument("--page-batch", type=int, default=48, help="page images per step at most")
+    ap.add_argument("--tokens", type=int, default=60000, help="patches + prompt + target positions per step")
+    ap.add_argument("--page-frac", type=float, default=0.5, help="share of steps on pages")
+    ap.add_argument("--page-start", type=int, default=600, help="lines only before this step (a curriculum)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--vision-lr-mult", type=float, default=2.0)
     ap.add_argument("--ctc-weight", type=float, default=0.5)
     ap.add_argument("--ckpt-every", type=float, default=90)
-    ap.add_argument("--heldout-dir", default="examples/heldout")
-    ap.add_argument("--heldout-blocks-dir", default="examples/heldout_blocks")
-    ap.add_argument("--procs", type=int, default=15)
+    ap.add_argument("--eval", default="examples/heldout:48,examples/heldout_blocks:160,examples/heldout_lines_any:128",
+                    help="held-out sets DIR:MAX_NEW the oracle reads at the end (batched on the GPU)")
+    ap.add_argument("--eval-limit", type=int, default=0, help="only the first N images of each set")
+    ap.add_argument("--procs", type=int, default=7)
     ap.add_argument("--resume", default="")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--max-train-seconds", type=float, default=0, help="stop early past this (call limits)")
     ap.add_argument("--qwen-size", default="m", choices=sorted(qwen35.SIZES), help="qwen3_5 widths (qwen35.py)")
-    ap.add_argument("--profile", type=int, default=0, help="log a torch profile of this many steps from step 30")
     ap.add_argument("--stop-step", type=int, default=0, help="stop after this step of the --steps schedule")
     args = ap.parse_args()
     if args.smoke:
-        args.n_lines, args.n_blocks, args.steps, args.batch = 4000, 1000, 12, 32
+        args.cycles, args.steps, args.batch, args.page_batch, args.page_start = 2, 16, 32, 4, 4
+        args.tokens, args.eval_limit, args.procs = 8000, 4, min(args.procs, 4)
     qwen = args.family == "qwen3_5"
     name = "demo-qwen35" if qwen else "demo-lighton"
     t_start = time.time()
@@ -322,6 +436,7 @@ def main():
     import torch.nn.functional as F
     from transformers import AutoModelForImageTextToText, AutoProcessor
     import transformers
+    import geometry
     log(f"torch {torch.__version__} transformers {transformers.__version__} args {vars(args)}")
     seed = args.seed
     random.seed(seed)
@@ -349,12 +464,12 @@ def main():
         for fn in os.listdir(args.resume):
             if fn not in ("model.safetensors", "README.md", "config.json"):
                 shutil.copy(os.path.join(args.resume, fn), os.path.join(static_dir, fn))
-    (line_t, line_i), blocks = render_data(args, qwen)  # before CUDA starts, in forked workers
-    bb = args.block_batch or max(1, args.batch // 4)
-    buckets = [Bucket("line", line_t, line_i, tok, ids, args.batch, dev)]
-    if blocks:
-        buckets.append(Bucket("block", blocks[0], blocks[1], tok, ids, bb, dev))
-    del line_i, blocks
+    with open(os.path.join(static_dir, "preprocessor_config.json"), encoding="utf-8") as f:
+        ip_cfg = json.load(f)
+    log(f"image processor {ip_cfg['image_processor_type']} size {ip_cfg['size']}")
+    prep = geometry.Prep(args.family, static_dir, ip_cfg)
+    feed = Feed(plan_jobs(args, prep), args.procs)  # forked now, before CUDA starts
+
     cfg = qwen35.make_config(ids, MODEL_VOCAB, args.qwen_size) if qwen else lighton.make_config(ids, MODEL_VOCAB)
     if args.resume:
         model = AutoModelForImageTextToText.from_pretrained(args.resume, dtype=torch.float32).to(dev)
@@ -362,60 +477,77 @@ def main():
         import checkpoints as ck
         model = ck.build_model(cfg, seed, device="cpu", dtype=torch.float32).to(dev)
     log(f"model {type(model).__name__} params {sum(p.numel() for p in model.parameters())}")
-
-    # Prompt ids from the real processor + chat template, and a check that our pixels = the processor's.
     proc = AutoProcessor.from_pretrained(static_dir)
-    from PIL import Image
+    run, ctc_feats, patch, init_bucket = (qwen_runner if qwen else lighton_runner)(model, ids, proc, dev)
+    store = Store(tok, ids, proc, work, dev, args, init_bucket)
+
+    # Our pixels from the workers' uint8 planes = the processor's pixel_values, for a rendered line and page.
     rng = random.Random(seed + 7)
-    fonts = data.font_files(args.fonts)
-    for b in buckets:
-        probe = data.render("Probe 123", rng, fonts) if b.name == "line" else \
-            data.render_block([["Probe", "123"], ["Two lines"]], "table", rng, fonts)
-        b.probe_path = os.path.join(work, f"probe_{b.name}.png")
-        Image.fromarray(probe).convert("RGB").save(b.probe_path)
-        b.set_prompt(proc, b.probe_path, dev)
-    run, ctc_feats, patch = (qwen_runner if qwen else lighton_runner)(model, buckets, ids, proc, dev)
-    for b in buckets:
-        raw = np.asarray(Image.open(b.probe_path).convert("L"))[None]
-        mine = b.pixels(torch.from_numpy(qwen35.resize_lines(raw, 1) if qwen else raw).to(dev))
-        ref = b.enc["pixel_values"].to(dev)
+    fonts = data.all_fonts(args.fonts)
+    from PIL import Image
+    for kind in ("line", "page"):
+        while True:
+            rgb = kind == "page"
+            a = data.render_line_any("Probe 123: Total 1,284.50 EUR", rng, fonts, rgb=rgb, shape_fn=prep.shape_fn,
+                                     grid=prep.grids["line"]) if kind == "line" else \
+                data.render_page(data.make_page(rng, "receipt", 8), "receipt", rng, fonts, rgb=rgb,
+                                 shape_fn=prep.shape_fn, grid=prep.grids["page"])
+            if a is not None:
+                break
+        u8, resid = prep(a)
+        path = os.path.join(work, f"probe_{kind}.png")
+        Image.fromarray(a).save(path)
+        enc = proc.apply_chat_template([{"role": "user", "content": [{"type": "image", "path": path}]}],
+                                       add_generation_prompt=True, tokenize=True, return_dict=True,
+                                       return_tensors="pt")
+        mine = (qwen35.pixel_values if qwen else lambda x: lighton_pixels(x, proc, dev))(
+            torch.from_numpy(u8[None]).to(dev))
+        ref = enc["pixel_values"].to(dev)
         diff = (ref - mine).abs().max().item() if ref.shape == mine.shape else float("inf")
-        log(f"{b.name}: prompt len {b.P}, image tokens {(b.prompt == ids['<|image_pad|>']).sum().item()}, "
-            f"pixel_values {tuple(ref.shape)} max|diff| vs ours {diff:.2e}")
-        assert diff < 1e-4, "processor resized or normalised differently"
-    with torch.no_grad():  # the training shortcuts against Transformers' stock forward, fp32, 6 rows per bucket
-        idx = torch.arange(6, device=dev)
-        stock = [run(b, idx, stock=True) for b in buckets]
-        restore_attn = patch() if patch else None
-        for b, a in zip(buckets, stock):
-            d = (a - run(b, idx)).abs().max().item()
+        log(f"probe {kind} {a.shape} -> {tuple(u8.shape)}: pixel_values {tuple(ref.shape)} max|diff| vs ours "
+            f"{diff:.2e} (uint8 rounding residual {resid:.2e})")
+        assert diff < 1e-2, "processor resized or normalised differently"
+
+    # Wait for the first chunks (lines and pages), then compare the training shortcuts with the stock forward.
+    while not (store.kinds("line") and store.kinds("page")):
+        got = feed.take(4, block=True)
+        if not got and feed.done:
+            raise SystemExit("the render workers produced no lines or no pages")
+        for c in got:
+            store.ingest(c)
+    log(f"first chunks after {time.time() - t_start:.0f}s: {store.stats}, buckets "
+        f"{sorted(b.name for b in store.b.values())[:12]}")
+    probes = [max(store.kinds(k), key=lambda b: b.n) for k in ("line", "page")]
+    with torch.no_grad():  # fp32, 2 rows per bucket
+        res = []
+        for b in probes:
+            idx = torch.arange(min(2, b.n), device=dev)
+            t = b.tgt[idx, :int(b.tlen[idx].max())]
+            res.append((b, idx, t, run(b, idx, t, stock=True)))
+        restore = patch(probes[0].grid) if patch else None
+        for b, idx, t, a in res:
+            d = (a - run(b, idx, t)).abs().max().item()
             log(f"{b.name}: stock forward vs training shortcuts max|logit diff| {d:.2e}")
             assert d < 1e-3
 
     K = len(data.CHARSET) + 1
-    ctc_head = torch.nn.Linear(cfg["vision_config"]["hidden_size"], 2 * K).to(dev)
+    ctc_head = torch.nn.Linear(cfg["vision_config"]["hidden_size"], CTC_R * K).to(dev)
 
     def forward(b, idx):
         B = idx.shape[0]
-        t = b.tgt[idx]
+        L = int(b.tlen[idx].max())
+        t = b.tgt[idx, :L]
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            out_logits = run(b, idx)
-        logits = out_logits[:, b.P - 1:b.P - 1 + b.max_tgt].float()  # [B, max_tgt, V]
+            out_logits = run(b, idx, t)
+        logits = out_logits[:, b.P - 1:b.P - 1 + L].float()  # [B, L, V]
         lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), t.reshape(-1), ignore_index=-100)
-        if b.name != "line":
+        if b.kind != "line":
             return lm, None
-        feats = ctc_feats()  # [B, n_cols, C]
-        n_cols = feats.shape[1]
-        lp = ctc_head(feats).reshape(B, n_cols * 2, K).log_softmax(-1).transpose(0, 1)  # [T, B, K]
-        ctc = F.ctc_loss(lp, b.ctc_t[idx], torch.full((B,), n_cols * 2, device=dev), b.ctc_l[idx],
-                         zero_infinity=True)
+        feats = ctc_feats(b)  # [B, n_cols, C]
+        T = feats.shape[1] * CTC_R
+        lp = ctc_head(feats).reshape(B, T, K).log_softmax(-1).transpose(0, 1)  # [T, B, K]
+        ctc = F.ctc_loss(lp, b.ctc_t[idx], torch.full((B,), T, device=dev), b.ctc_l[idx], zero_infinity=True)
         return lm, ctc
-
-    evals = [(d, m) for d, m in ((args.heldout_dir, 48), (args.heldout_blocks_dir, 160)) if d]
-    if args.resume:
-        for d, m in evals:
-            gt, files = read_heldout(d)
-            report_cer(f"BASELINE (resumed checkpoint) {d}", gt, evaluate(args.resume, files, d, dev, max_new=m))
 
     vis = [p for n, p in model.named_parameters() if "vision" in n or "visual" in n]
     dec = [p for n, p in model.named_parameters() if not ("vision" in n or "visual" in n)]
@@ -430,11 +562,10 @@ def main():
     model.train()
     ckpt_dir = os.path.join(work, name)
     model_tar = os.path.join(args.out, "model.tar.gz")
-    seen = {b.name: 0 for b in buckets}
+    seen = {"line": 0, "page": 0}
     last = {}
     while True:
-        # --steps N: cosine over N steps; --steps 0: over --train-seconds of wall time (line and block steps differ
-        # in cost, so a count measured on the first steps would not fit); the log gives the count to rerun with.
+        # --steps N: cosine over N steps; --steps 0: over --train-seconds of wall time; the log gives the count.
         elapsed = time.time() - t_train
         progress = step / total if total else elapsed / args.train_seconds
         if progress >= 1.0:
@@ -448,22 +579,15 @@ def main():
         if args.max_train_seconds and elapsed > args.max_train_seconds:
             log(f"stopping at step {step}/{T}: --max-train-seconds {args.max_train_seconds:.0f} reached")
             break
+        for c in feed.take(2):
+            store.ingest(c)
         lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = args.lr * g["lr_mult"] * lr_f
-        blocks_on = len(buckets) > 1 and step >= args.block_start
-        b = buckets[-1] if blocks_on and pick.random() < args.block_frac else buckets[0]
-        idx = torch.randint(0, b.N, (b.batch,), device=dev, generator=gen)
-        if args.profile and step == 30:
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                      torch.profiler.ProfilerActivity.CUDA])
-            prof.__enter__()
-        if args.profile and step == 30 + args.profile:
-            torch.cuda.synchronize()
-            prof.__exit__(None, None, None)
-            for key in ("self_cpu_time_total", "self_device_time_total"):
-                log(f"profile of steps 30..{step - 1} by {key}:\n" +
-                    prof.key_averages().table(sort_by=key, row_limit=14, max_name_column_width=48))
+        kind = "page" if step >= args.page_start and pick.random() < args.page_frac else "line"
+        bs = store.kinds(kind)
+        b = pick.choices(bs, weights=[x.n for x in bs])[0]
+        idx = torch.randint(0, b.n, (min(b.batch, b.n),), device=dev, generator=gen)
         lm, ctc = forward(b, idx)
         loss = lm if ctc is None else lm + args.ctc_weight * ctc
         opt.zero_grad(set_to_none=True)
@@ -471,33 +595,49 @@ def main():
         torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(ctc_head.parameters()), 1.0)
         opt.step()
         step += 1
-        seen[b.name] += b.batch
+        seen[kind] += idx.shape[0]
         if step % 25 == 0 or args.smoke:
-            last[b.name] = (round(lm.item(), 4), None if ctc is None else round(ctc.item(), 4))
+            last[kind] = (round(lm.item(), 4), None if ctc is None else round(ctc.item(), 4))
         if step % 50 == 0 or args.smoke:
-            log(f"step {step}/{T} {b.name} lm/ctc {last} lr {args.lr * lr_f:.2e} t {time.time() - t_train:.0f}s")
+            log(f"step {step}/{T} {b.name} x{idx.shape[0]} lm/ctc {last} lr {args.lr * lr_f:.2e} "
+                f"t {time.time() - t_train:.0f}s data {store.stats} buckets {len(store.b)}")
         if time.time() - last_ckpt > args.ckpt_every:
             save_checkpoint(model, static_dir, ckpt_dir, model_tar, name)
             last_ckpt = time.time()
             log(f"checkpoint at step {step} ({time.time() - t_start:.0f}s since start)")
-    log(f"trained {step} steps in {time.time() - t_train:.0f}s; images seen {seen}; last lm/ctc {last}")
-    if restore_attn:
-        restore_attn()  # the oracle below runs the stock Transformers code
+    feed.close()
+    log(f"trained {step} steps in {time.time() - t_train:.0f}s; images seen {seen}; last lm/ctc {last}; "
+        f"data {store.stats}; {len(store.b)} buckets")
+    if restore:
+        restore()  # the oracle below runs the stock Transformers code
     save_checkpoint(model, static_dir, ckpt_dir, model_tar, name)
     log(f"final checkpoint saved, {os.path.getsize(model_tar)} bytes tar.gz")
     del model
     torch.cuda.empty_cache()
-    for d, m in evals:
+    for spec in filter(None, args.eval.split(",")):
+        d, m = spec.rsplit(":", 1)
+        if not os.path.isdir(d):
+            log(f"no held-out set {d}")
+            continue
         gt, files = read_heldout(d)
+        if args.eval_limit:
+            gt, files = gt[:args.eval_limit], files[:args.eval_limit]
         t0 = time.time()
-        preds = evaluate(ckpt_dir, files, d, dev, max_new=m)
+        preds = evaluate(ckpt_dir, files, d, dev, max_new=int(m))
         report_cer(f"ORACLE ({time.time() - t0:.1f}s) {d}", gt, preds)
         with open(os.path.join(args.out, f"oracle_{os.path.basename(d)}.jsonl"), "w", encoding="utf-8") as f:
             for fn, p in zip(files, preds):
                 f.write(json.dumps({"file": fn, "text": p}, ensure_ascii=False) + "\n")
-        for g, p in list(zip(gt, preds))[:8]:
+        for g, p in list(zip(gt, preds))[:6]:
             log(f"  {g['text']!r} -> {p!r}")
     log(f"done in {time.time() - t_start:.0f}s")
+
+
+def lighton_pixels(u8, proc, dev):
+    import torch
+    mean = torch.tensor(proc.image_processor.image_mean, device=dev).view(1, 3, 1, 1)
+    std = torch.tensor(proc.image_processor.image_std, device=dev).view(1, 3, 1, 1)
+    return (u8.to(torch.float32).expand(-1, 3, -1, -1) * (1 / 255.0) - mean) / std
 
 
 if __name__ == "__main__":
