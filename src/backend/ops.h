@@ -102,6 +102,26 @@ class Backend {
   virtual size_t free_device_memory() { return 0; }
   virtual void free_memory(void* data) = 0;  // used by DeviceBuffer
 
+  // ---- recorded op sequences (optional) -------------------------------------------------------
+  // A backend that can record ops and replay them (CUDA graphs) says so in can_capture(). Between
+  // begin_capture() and end_capture() the ops are recorded, not run, and nothing else may be called
+  // (no alloc, upload, download, synchronize). replay(g) runs the recorded ops again on the same
+  // buffers, with whatever they hold then: a decode step's launches at the cost of one.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+  };
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() { TF_CHECK(false && "this backend records no graphs"); }
+  virtual std::unique_ptr<Graph> end_capture() {
+    TF_CHECK(false && "this backend records no graphs");
+    return nullptr;
+  }
+  virtual void replay(Graph& g) {
+    (void)g;
+    TF_CHECK(false && "this backend records no graphs");
+  }
+
   // ---- ops ----------------------------------------------------------------------------------
   // linear: out[n, out_f] = x[n, in_f] · w[out_f, in_f]^T (+ bias[out_f]).
   // x, out: act. w: BF16 or F32 (converted exactly to f32). bias: null or [out_f] of w's dtype.
@@ -177,7 +197,7 @@ class Backend {
   //   v_proj concatenated along out_f); q_norm, k_norm: [d] act or null (no q/k RMSNorm, e.g. Pixtral);
   //   cos/sin[n, r] act as for `rope`; q_out[n, heads, d] act; k_out, v_out[m, kv_heads, d] act.
   //   slots null: row i of k/v goes to row i (m = n, a contiguous K/V); else slots[n] I32: row i goes to
-  //   row slots[i] (the K/V pool's slots).
+  //   row slots[i] (the K/V pool's slots), or nowhere where slots[i] < 0 (a padding row).
   virtual void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps,
                         const Tensor& cos, const Tensor& sin, const Tensor* slots, const Tensor& q_out,
                         const Tensor& k_out, const Tensor& v_out) = 0;

@@ -30,9 +30,16 @@ void qkv_prep(ThreadPool& pool, const Tensor& qkv, const Tensor* q_norm, const T
   }
   rope(pool, q_out, cos, sin, q_out);
   rope(pool, k, cos, sin, k);
-  if (slots) {
-    scatter_rows(k, *slots, k_out);
-    scatter_rows(v, *slots, v_out);
+  if (slots) {  // scatter_rows, skipping rows whose slot is negative
+    const int32_t* sl = slots->as<const int32_t>();
+    for (int64_t i = 0; i < a.n; ++i) {
+      if (sl[i] < 0) continue;
+      TF_CHECK(sl[i] < a.m);
+      std::memcpy(static_cast<char*>(k_out.data) + sl[i] * kb, static_cast<const char*>(k.data()) + i * kb,
+                  kb);
+      std::memcpy(static_cast<char*>(v_out.data) + sl[i] * kb, static_cast<const char*>(v.data()) + i * kb,
+                  kb);
+    }
   } else {
     std::memcpy(k_out.data, k.data(), k.nbytes());
     std::memcpy(v_out.data, v.data(), v.nbytes());

@@ -24,6 +24,13 @@ void check(cudaError_t e, const char* what, const char* file, int line) {
 
 namespace {
 
+struct CudaGraph final : Backend::Graph {
+  cudaGraphExec_t exec = nullptr;
+  ~CudaGraph() override {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
 // Allocations are stream-ordered (cudaMallocAsync on the backend's stream, from a pool that keeps
 // freed memory), so the per-op temporaries of a forward pass cost no device synchronisation.
 class CudaBackend final : public Backend {
@@ -65,6 +72,22 @@ class CudaBackend final : public Backend {
     TF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
     return free;
   }
+
+  bool can_capture() const override { return true; }
+  void begin_capture() override {
+    // Thread-local: only this thread's unsafe calls are refused meanwhile (a server thread may query
+    // free memory).
+    TF_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
+  }
+  std::unique_ptr<Graph> end_capture() override {
+    cudaGraph_t g = nullptr;
+    TF_CUDA_CHECK(cudaStreamEndCapture(s_, &g));
+    auto out = std::make_unique<CudaGraph>();
+    TF_CUDA_CHECK(cudaGraphInstantiate(&out->exec, g, 0));
+    TF_CUDA_CHECK(cudaGraphDestroy(g));
+    return out;
+  }
+  void replay(Graph& g) override { TF_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, s_)); }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
     cuda::launch_linear(s_, x, w, bias, out);

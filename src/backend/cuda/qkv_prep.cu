@@ -27,7 +27,8 @@ __global__ void __launch_bounds__(kThreads)
   const int hh = static_cast<int>(blockIdx.y);
   const T* src = qkv + i * static_cast<int64_t>(heads + 2 * kv) * d + static_cast<int64_t>(hh) * d;
   const int64_t kv_row = slots ? static_cast<int64_t>(slots[i]) : i;
-  if (hh >= heads + kv) {  // a v head: placed as it is
+  if (hh >= heads && kv_row < 0) return;  // a padding row's k and v are not stored
+  if (hh >= heads + kv) {                 // a v head: placed as it is
     T* dst = v_out + (kv_row * kv + (hh - heads - kv)) * d;
     for (int j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
     return;

@@ -2,11 +2,15 @@
 // Pixtral vision tower -> RMSNorm + 2×2 patch merger + Linear-GELU-Linear projector -> Qwen3
 // decoder. vision.cpp and text.cpp hold the two halves.
 #pragma once
+#include <map>
 #include <memory>
+#include <span>
+#include <utility>
 
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/layers/kv_pool.h"
+#include "models/layers/step_rows.h"
 #include "models/lighton_ocr/config.h"
 #include "models/lighton_ocr/weights.h"
 #include "models/model.h"
@@ -54,6 +58,29 @@ class LightOnOcrModel final : public Model {
   const Config& config() const { return cfg_; }
 
  private:
+  // text.cpp: the decoder over one step's rows. Inputs on the device: ids[n] I32, angles[n, head_dim/2]
+  // F32 (RoPE), ranges[n, 2], slots[n], seg_rows[n_seg + 1], tables[n_seg, width] (paged_attention).
+  struct TextInputs {
+    Tensor ids, angles, ranges, slots, seg_rows, tables;
+  };
+  // Activations of n rows (attn [n, heads, head_dim]; xn ends as the final norm's output).
+  struct TextScratch {
+    DeviceBuffer h, cos, sin, xn, qkv, q, attn, o, gu, mid;
+  };
+  // A recorded decode step of B one-row segments with block tables `width` wide: its input arena,
+  // activations, logits and graphs (greedy: with the argmax; logits: without).
+  struct DecodeGraph {
+    DeviceBuffer in;
+    TextScratch s;
+    DeviceBuffer lg, lf, am;
+    std::unique_ptr<Backend::Graph> greedy, logits;
+  };
+  TextScratch text_scratch(int64_t n);
+  void text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
+                  std::span<const Segment> segs);
+  Expected<Buffer> decode_graph_step(const StepRows& rows, const PagedStep& paged, int64_t width,
+                                     StepOutput out);
+
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<ImageInput>& images,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
@@ -67,6 +94,7 @@ class LightOnOcrModel final : public Model {
   CaptureFn capture_;
   std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
   int64_t pool_blocks_ = 0;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // by (rows, table width)
 };
 
 // Registry entry for "lighton_ocr" and "mistral3".

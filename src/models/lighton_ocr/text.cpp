@@ -1,6 +1,10 @@
 // Qwen3 decoder over the rows of one step (segments of several sequences, each with its KV cache), and the
 // (tied) lm_head. HF: models/qwen3/modeling_qwen3.py (Qwen3Attention, Qwen3DecoderLayer, Qwen3Model,
 // Qwen3RotaryEmbedding) and LightOnOcrModel.forward's masked_scatter; docs/lighton_ocr.md §6.
+//
+// A step of one-row segments (decode) on a backend that records graphs runs as a replayed graph of B
+// rows (B the next power of two; padding rows store no K/V and their outputs are dropped): the same kernels
+// with the same shapes' arithmetic, so its rows have the bits of the same rows run op by op.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -12,6 +16,80 @@
 #include "models/lighton_ocr/model.h"
 
 namespace tf::lighton_ocr {
+namespace {
+constexpr int64_t kMaxGraphRows = 64;
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+}  // namespace
+
+LightOnOcrModel::TextScratch LightOnOcrModel::text_scratch(int64_t n) {
+  const TextConfig& t = cfg_.text;
+  Backend& b = backend_;
+  const DType act = info_.dtype;
+  const int64_t hs = t.hidden_size, hd = t.head_dim, nh = t.num_attention_heads, nkv = t.num_key_value_heads;
+  TextScratch s;
+  s.h = b.alloc(act, {n, hs});
+  s.cos = b.alloc(act, {n, hd});
+  s.sin = b.alloc(act, {n, hd});
+  s.xn = b.alloc(act, {n, hs});
+  s.qkv = b.alloc(act, {n, (nh + 2 * nkv) * hd});
+  s.q = b.alloc(act, {n, nh, hd});
+  s.attn = b.alloc(act, {n, nh, hd});
+  s.o = b.alloc(act, {n, hs});
+  s.gu = b.alloc(act, {n, 2 * t.intermediate_size});
+  s.mid = b.alloc(act, {n, t.intermediate_size});
+  return s;
+}
+
+// Embedding (+ the segments' image rows when `rows` is given), RoPE table, every layer, the final norm
+// into s.xn. Per layer: add_rms_norm (the previous layer's residual add + this norm), the fused q/k/v
+// linear, qkv_prep (q/k norms, RoPE, K/V into the pool), paged attention, o_proj, add_rms_norm, the fused
+// gate/up linear, glu, down_proj; the last layer's residual add meets the final norm.
+void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
+                                 std::span<const Segment> segs) {
+  const TextConfig& t = cfg_.text;
+  Backend& b = backend_;
+  const int64_t n = in.ids.numel(), hd = t.head_dim, nh = t.num_attention_heads;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
+  const std::string pre = "model.language_model";
+  KvPool& pool = *pool_;
+
+  b.embedding(in.ids, w_.embed_tokens, s.h);
+  capture(capture_, b, pre + ".embed_tokens", s.h);
+  if (rows) rows->scatter_images(b, segs, s.h);
+  capture(capture_, b, pre + ".layers.0:input", s.h);
+  b.rope_cos_sin(in.angles, s.cos, s.sin);
+  capture(capture_, b, pre + ".rotary_emb.cos", s.cos);
+  capture(capture_, b, pre + ".rotary_emb.sin", s.sin);
+
+  auto bias = [](const DeviceBuffer& d) { return d.empty() ? nullptr : &d.tensor(); };
+  const size_t n_layers = w_.text_layers.size();
+  for (size_t l = 0; l < n_layers; ++l) {
+    const TextLayerWeights& L = w_.text_layers[l];
+    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
+    if (l == 0) b.rms_norm(s.h, L.input_layernorm, eps, RmsNormKind::kWeight, s.xn);
+    b.linear(s.xn, L.qkv_proj, bias(L.qkv_bias), s.qkv);
+    b.qkv_prep(s.qkv, &L.q_norm.tensor(), &L.k_norm.tensor(), eps, s.cos, s.sin, &in.slots, s.q, pool.k(l),
+               pool.v(l));
+    b.paged_attention(s.q, pool.k(l), pool.v(l), in.tables, in.seg_rows, in.ranges, scale, s.attn);
+    b.linear(s.attn.tensor().reshaped({n, nh * hd}), L.o_proj, bias(L.o_bias), s.o);
+    capture(capture_, b, name + ".self_attn", s.o);
+    b.add_rms_norm(s.h, s.o, L.post_attention_layernorm, eps, RmsNormKind::kWeight, s.xn);
+    b.linear(s.xn, L.gate_up_proj, nullptr, s.gu);
+    b.glu(s.gu, ActKind::kSilu, s.mid);
+    b.linear(s.mid, L.down_proj, nullptr, s.o);
+    capture(capture_, b, name + ".mlp", s.o);
+    const Tensor& next_norm =
+        l + 1 < n_layers ? w_.text_layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
+    b.add_rms_norm(s.h, s.o, next_norm, eps, RmsNormKind::kWeight, s.xn);
+    capture(capture_, b, name, s.h);
+  }
+  capture(capture_, b, pre + ".norm", s.xn);
+}
 
 Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, StepOutput out) {
   const TextConfig& t = cfg_.text;
@@ -31,66 +109,105 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   for (KvCache* c : caches) tabs.push_back(&c->table);
   TF_ASSIGN(const PagedStep paged, page_step(tabs, rows, backend_));
 
+  bool one_row_segments = n == static_cast<int64_t>(segs.size()) && rows.image_rows.empty() &&
+                          static_cast<int64_t>(rows.logit_rows.size()) == n;
+  for (int64_t i = 0; one_row_segments && i < n; ++i) one_row_segments = rows.logit_rows[i] == i;
+  if (one_row_segments && n <= kMaxGraphRows && backend_.can_capture() && !capture_) {
+    int64_t cap_blocks = 1;
+    for (KvCache* c : caches) cap_blocks = std::max(cap_blocks, (c->capacity() + kKvBlock - 1) / kKvBlock);
+    return decode_graph_step(rows, paged, pow2_at_least(std::max(cap_blocks, paged.max_blocks)), out);
+  }
+
   Backend& b = backend_;
-  const DType act = info_.dtype;
-  const int64_t hs = t.hidden_size, hd = t.head_dim, nh = t.num_attention_heads, nkv = t.num_key_value_heads;
-  const int64_t qd = nh * hd, kvd = nkv * hd, it = t.intermediate_size;
-  const float eps = static_cast<float>(t.rms_norm_eps);
-  const std::string pre = "model.language_model";
-
   DeviceBuffer ids = upload_i32(b, rows.token_ids);
-  DeviceBuffer h = b.alloc(act, {n, hs});  // [n_rows, hidden], the bf16 residual stream
-  b.embedding(ids, w_.embed_tokens, h);
-  capture(capture_, b, pre + ".embed_tokens", h);
-  rows.scatter_images(b, segs, h);
-  capture(capture_, b, pre + ".layers.0:input", h);
-
-  const std::vector<float> inv_freq = rope_inv_freq(hd, t.rope_theta);
-  DeviceBuffer angles = upload_new(b, rope_angles_1d(rows.positions, inv_freq));  // [n_rows, hd/2]
-  DeviceBuffer cos = b.alloc(act, {n, hd}), sin = b.alloc(act, {n, hd});
-  b.rope_cos_sin(angles, cos, sin);
-  capture(capture_, b, pre + ".rotary_emb.cos", cos);
-  capture(capture_, b, pre + ".rotary_emb.sin", sin);
-  DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
-  b.upload(dranges, rows.causal_ranges().data());
-  DeviceBuffer slots = upload_i32(b, paged.slots), dseg = upload_i32(b, paged.seg_rows);
+  DeviceBuffer angles =
+      upload_new(b, rope_angles_1d(rows.positions, rope_inv_freq(t.head_dim, t.rope_theta)));
+  DeviceBuffer ranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
+  b.upload(ranges, rows.causal_ranges().data());
+  DeviceBuffer slots = upload_i32(b, paged.slots), seg_rows = upload_i32(b, paged.seg_rows);
   DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(segs.size()), paged.max_blocks});
   b.upload(tables, paged.tables.data());
-  KvPool& pool = caches[0]->table.pool();
-  const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
+  const TextScratch s = text_scratch(n);
+  text_stack({ids, angles, ranges, slots, seg_rows, tables}, s, &rows, segs);
+  return lm_head_logits(b, s.xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
+}
 
-  // Per layer: add_rms_norm (the previous layer's residual add + this norm), the fused q/k/v linear,
-  // qkv_prep (q/k norms, RoPE, K/V into the pool), attention, o_proj, add_rms_norm, the fused gate/up
-  // linear, glu, down_proj. The residual add of the last layer meets the final norm.
-  DeviceBuffer xn = b.alloc(act, {n, hs}), qkv = b.alloc(act, {n, qd + 2 * kvd}),
-               q = b.alloc(act, {n, nh, hd}), attn = b.alloc(act, {n, qd}), o = b.alloc(act, {n, hs});
-  DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
-  auto bias = [](const DeviceBuffer& d) { return d.empty() ? nullptr : &d.tensor(); };
-  const size_t n_layers = w_.text_layers.size();
-  for (size_t l = 0; l < n_layers; ++l) {
-    const TextLayerWeights& L = w_.text_layers[l];
-    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
-    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.qkv_proj, bias(L.qkv_bias), qkv);
-    const Tensor slots_t = slots.tensor();
-    b.qkv_prep(qkv, &L.q_norm.tensor(), &L.k_norm.tensor(), eps, cos, sin, &slots_t, q, pool.k(l), pool.v(l));
-    b.paged_attention(q, pool.k(l), pool.v(l), tables, dseg, dranges, scale,
-                      attn.tensor().reshaped({n, nh, hd}));
-    b.linear(attn, L.o_proj, bias(L.o_bias), o);
-    capture(capture_, b, name + ".self_attn", o);
-    b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.gate_up_proj, nullptr, gu);
-    b.glu(gu, ActKind::kSilu, mid);
-    b.linear(mid, L.down_proj, nullptr, o);
-    capture(capture_, b, name + ".mlp", o);
-    const Tensor& next_norm =
-        l + 1 < n_layers ? w_.text_layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
-    b.add_rms_norm(h, o, next_norm, eps, RmsNormKind::kWeight, xn);
-    capture(capture_, b, name, h);
+// One-row segments, n <= kMaxGraphRows: inputs padded to B rows and uploaded into the bucket's
+// buffers; the bucket's first step runs op by op and records the graph, later steps replay it.
+Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const PagedStep& paged,
+                                                    int64_t width, StepOutput out) {
+  const TextConfig& t = cfg_.text;
+  Backend& b = backend_;
+  const int64_t n = rows.n_rows(), B = pow2_at_least(n), half = t.head_dim / 2, vocab = t.vocab_size;
+  std::unique_ptr<DecodeGraph>& slot = graphs_[{B, width}];
+  if (!slot) {
+    slot = std::make_unique<DecodeGraph>();
+    DecodeGraph& g = *slot;
+    g.in = b.alloc(DType::I32, {B * (5 + width + half) + 1});
+    g.s = text_scratch(B);
+    g.lg = b.alloc(info_.dtype, {B, vocab});
+    g.lf = b.alloc(DType::F32, {B, vocab});
+    g.am = b.alloc(DType::I32, {B});
   }
-  capture(capture_, b, pre + ".norm", xn);
+  DecodeGraph& g = *slot;
+  // The input arena, i32: ids[B] | ranges[B, 2] | slots[B] | seg_rows[B + 1] | tables[B, width] |
+  // angles[B, half] (f32 bits). A padding row: token 0 at position 0, stores no K/V (slot -1) and
+  // attends to key 0 of pool block 0 (table row of zeros): finite values nobody reads.
+  std::vector<int32_t> a(static_cast<size_t>(g.in.tensor().numel()), 0);
+  int32_t* ids = a.data();
+  int32_t* ranges = ids + B;
+  int32_t* slots = ranges + 2 * B;
+  int32_t* seg = slots + B;
+  int32_t* tables = seg + B + 1;
+  auto* angles = reinterpret_cast<float*>(tables + B * width);
+  std::vector<int32_t> positions(static_cast<size_t>(B), 0);
+  const std::vector<int32_t> causal = rows.causal_ranges();
+  for (int64_t i = 0; i < B; ++i) {
+    const bool real = i < n;
+    ids[i] = real ? rows.token_ids[i] : 0;
+    ranges[2 * i] = real ? causal[2 * i] : 0;
+    ranges[2 * i + 1] = real ? causal[2 * i + 1] : 1;
+    slots[i] = real ? paged.slots[i] : -1;
+    positions[i] = real ? rows.positions[i] : 0;
+    if (real) std::copy_n(paged.tables.begin() + i * paged.max_blocks, paged.max_blocks, tables + i * width);
+  }
+  for (int64_t i = 0; i <= B; ++i) seg[i] = static_cast<int32_t>(i);
+  const Buffer ang = rope_angles_1d(positions, rope_inv_freq(t.head_dim, t.rope_theta));
+  std::copy_n(ang.as<float>(), B * half, angles);
+  b.upload(g.in, a.data());
 
-  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
+  const Tensor& in = g.in.tensor();
+  auto view = [&](int64_t off, Shape shape, DType dt = DType::I32) {
+    return Tensor{static_cast<int32_t*>(in.data) + off, dt, std::move(shape)};
+  };
+  const TextInputs inputs{view(0, {B}),         view(5 * B + 1 + B * width, {B, half}, DType::F32),
+                          view(B, {B, 2}),      view(3 * B, {B}),
+                          view(4 * B, {B + 1}), view(5 * B + 1, {B, width})};
+  auto record = [&] {
+    text_stack(inputs, g.s, nullptr, {});
+    b.linear(g.s.xn, w_.lm_head_weight(), nullptr, g.lg);
+    b.cast(g.lg, g.lf);
+    if (out == StepOutput::kArgmax) b.argmax(g.lf, g.am);
+  };
+  // A graph is recorded for each (bucket, output) pair: argmax is part of the greedy one.
+  std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax ? g.greedy : g.logits;
+  if (graph) {
+    b.replay(*graph);
+  } else {
+    record();  // op by op (first use: kernel attributes and lazy setup happen outside the capture)
+    b.begin_capture();
+    record();
+    graph = b.end_capture();
+  }
+  if (out == StepOutput::kArgmax) {
+    Buffer ids_out(DType::I32, {n});
+    Buffer all = download_new(b, g.am);
+    std::copy_n(all.as<int32_t>(), n, ids_out.as<int32_t>());
+    return ids_out;
+  }
+  Buffer logits(DType::F32, {n, vocab});
+  b.download(g.lf.tensor().slice_rows(0, n), logits.data());
+  return logits;
 }
 
 }  // namespace tf::lighton_ocr

@@ -59,6 +59,7 @@ QkvInputs qkv_inputs(const QkvCase& c, DType act, uint32_t seed) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(seed + 3));
   perm.resize(static_cast<size_t>(c.n));
+  if (c.n >= 3) perm[1] = -1;  // a padding row: its k and v are not stored
   in.slots = i32({c.n}, perm);
   in.k0 = randn(act, {in.m, c.kv, c.d}, seed + 4);
   in.v0 = randn(act, {in.m, c.kv, c.d}, seed + 5);
@@ -90,9 +91,24 @@ std::vector<Buffer> run_qkv(Backend& be, const QkvCase& c, const QkvInputs& in, 
     be.rope(qh, dcos, dsin, q);
     be.rope(kh, dcos, dsin, kh);
     const Tensor vh = vs.tensor().reshaped({c.n, c.kv, c.d});
-    if (c.slots) {
-      be.scatter_rows(kh, dslots, dk);
-      be.scatter_rows(vh, dslots, dv);
+    if (c.slots) {  // scatter_rows of the rows whose slot is not negative
+      const Buffer kx = fetch(be, kh), vx = fetch(be, vh);
+      const size_t rb = static_cast<size_t>(c.kv * c.d) * dtype_size(act);
+      std::vector<int32_t> keep_slots;
+      Buffer kf(act, {c.n, c.kv, c.d}), vf(act, {c.n, c.kv, c.d});
+      for (int64_t i = 0; i < c.n; ++i) {
+        const int32_t sl = in.slots.as<int32_t>()[i];
+        if (sl < 0) continue;
+        const size_t r = keep_slots.size();
+        std::memcpy(static_cast<char*>(kf.data()) + r * rb, static_cast<const char*>(kx.data()) + i * rb, rb);
+        std::memcpy(static_cast<char*>(vf.data()) + r * rb, static_cast<const char*>(vx.data()) + i * rb, rb);
+        keep_slots.push_back(sl);
+      }
+      const int64_t nk = static_cast<int64_t>(keep_slots.size());
+      auto dks = upload_new(be, rows_of(kf, 0, nk)), dvs = upload_new(be, rows_of(vf, 0, nk));
+      auto dkeep = upload_new(be, i32({nk}, keep_slots));
+      be.scatter_rows(dks, dkeep, dk);
+      be.scatter_rows(dvs, dkeep, dv);
     } else {
       be.copy(kh, dk);
       be.copy(vh, dv);

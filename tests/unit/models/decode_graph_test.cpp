@@ -1,0 +1,154 @@
+// The recorded decode steps of the 1B family (models/lighton_ocr/text.cpp decode_graph_step), run in CI
+// through RecordingBackend over the test backend: steps whose segments are one row each are padded to
+// a power of two, recorded once per (bucket, output) and replayed. Every sequence's logits and greedy
+// ids must equal the same sequence decoded alone, op by op, on the plain backend, bit for bit: five
+// sequences (bucket 8), three (bucket 4) and one (bucket 1), decoding across a 64-position block
+// boundary, with both outputs (f32 logits, device argmax). No allocation or copy may happen during a
+// capture. Planted control: a linear whose bits depend on the row count, under the recorder, must
+// make the comparison fail (the padded bucket has more rows than the solo step).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../test_backend.h"
+#include "io/hf_config.h"
+#include "io/weight_map.h"
+#include "models/registry.h"
+#include "planted_linear_backend.h"
+#include "recording_backend.h"
+
+namespace tf {
+namespace {
+
+const char* kCheckpoints[] = {"tests/golden/ckpt/lighton_ocr-tiny-bf16",
+                              "tests/golden/ckpt/lighton_ocr-tiny-fp32"};
+constexpr int kSeqs = 5, kSteps = 8;
+
+std::unique_ptr<Model> load_on(const std::string& rel, Backend& be) {
+  const std::string dir = std::string(TF_SOURCE_DIR) + "/" + rel;
+  auto cfg = JsonConfig::load(dir + "/config.json");
+  auto wm = WeightMap::open(dir);
+  EXPECT_TRUE(cfg.ok() && wm.ok()) << dir;
+  if (!cfg.ok() || !wm.ok()) return nullptr;
+  auto m = load_model(*cfg, std::move(wm).value(), be);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+int32_t token(const Model& m, int seq, int pos) {
+  const int64_t vocab = m.info().vocab_size;
+  int32_t id = static_cast<int32_t>((pos * 7919 + seq * 104729 + 13) % vocab);
+  if (id == m.info().image_token_id) id = (id + 1) % static_cast<int32_t>(vocab);
+  return id;
+}
+
+// Sequence j's prompt: 58 + 3j tokens, so the decodes cross position 64 at different steps.
+int prompt_len(int j) { return 58 + 3 * j; }
+
+ForwardBatch one_row(const Model& m, int seq, int pos) {
+  ForwardBatch b;
+  b.token_ids = {token(m, seq, pos)};
+  b.positions = {pos};
+  b.logit_rows = {0};
+  return b;
+}
+
+struct DecodeRun {
+  std::vector<std::vector<float>> logits;  // per (step, sequence) in order
+  std::vector<int32_t> ids;
+};
+
+// Prefills each sequence alone, then decodes: steps of `group` sequences together (group 1: each alone),
+// the first half of the steps asking for logits, the second for argmax ids.
+DecodeRun decode(Model& m, int n_seqs, int group) {
+  DecodeRun r;
+  const int64_t V = m.info().vocab_size;
+  std::vector<std::unique_ptr<SequenceCache>> caches;
+  for (int j = 0; j < n_seqs; ++j) {
+    caches.push_back(m.new_cache(256));
+    ForwardBatch b;
+    for (int p = 0; p < prompt_len(j); ++p) {
+      b.token_ids.push_back(token(m, j, p));
+      b.positions.push_back(p);
+    }
+    b.logit_rows = {static_cast<int32_t>(prompt_len(j) - 1)};
+    EXPECT_TRUE(m.forward(b, *caches.back()).ok());
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    const StepOutput out = step < kSteps / 2 ? StepOutput::kLogits : StepOutput::kArgmax;
+    for (int j0 = 0; j0 < n_seqs; j0 += group) {
+      std::vector<ForwardBatch> batches;
+      std::vector<Segment> segs;
+      const int j1 = std::min(n_seqs, j0 + group);
+      batches.reserve(static_cast<size_t>(j1 - j0));
+      for (int j = j0; j < j1; ++j) {
+        batches.push_back(one_row(m, j, prompt_len(j) + step));
+        segs.push_back({&batches.back(), caches[static_cast<size_t>(j)].get()});
+      }
+      auto res = m.forward_step(segs, out);
+      EXPECT_TRUE(res.ok()) << (res.ok() ? "" : res.error().message);
+      if (!res.ok()) return r;
+      for (int i = 0; i < j1 - j0; ++i) {
+        if (out == StepOutput::kLogits)
+          r.logits.emplace_back(res->as<float>() + i * V, res->as<float>() + (i + 1) * V);
+        else
+          r.ids.push_back(res->as<int32_t>()[i]);
+      }
+    }
+  }
+  return r;
+}
+
+bool same(const DecodeRun& a, const DecodeRun& b) {
+  if (a.logits.size() != b.logits.size() || a.ids != b.ids) return false;
+  for (size_t i = 0; i < a.logits.size(); ++i)
+    if (std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+TEST(DecodeGraph, ReplayedStepsEqualSoloOpByOp) {
+  for (const char* ck : kCheckpoints) {
+    SCOPED_TRACE(ck);
+    auto plain = create_backend(test_backend_name());
+    ASSERT_TRUE(plain.ok());
+    if ((*plain)->can_capture())
+      GTEST_SKIP() << "the test backend records graphs itself: covered by the model tests";
+    auto solo_model = load_on(ck, **plain);
+    ASSERT_TRUE(solo_model);
+    const DecodeRun solo = decode(*solo_model, kSeqs, 1);
+    ASSERT_EQ(solo.logits.size(), static_cast<size_t>(kSeqs * kSteps / 2));
+    for (int group : {kSeqs, 3, 1}) {
+      RecordingBackend rec(**plain);
+      auto m = load_on(ck, rec);
+      ASSERT_TRUE(m);
+      const DecodeRun got = decode(*m, kSeqs, group);
+      EXPECT_TRUE(same(solo, got)) << "steps of " << group << " sequences";
+      EXPECT_GE(rec.captures, 2) << "one graph per (bucket, output)";
+      EXPECT_GT(rec.replays, 0);
+      EXPECT_EQ(rec.violations, 0) << "memory calls during a capture";
+    }
+  }
+}
+
+TEST(DecodeGraph, PlantedBatchDependentLinearIsCaught) {
+  auto plain = create_backend(test_backend_name());
+  ASSERT_TRUE(plain.ok());
+  if ((*plain)->can_capture()) GTEST_SKIP() << "the test backend records graphs itself";
+  auto solo_model = load_on(kCheckpoints[1], **plain);
+  ASSERT_TRUE(solo_model);
+  const DecodeRun solo = decode(*solo_model, kSeqs, 1);
+  PlantedLinearBackend planted(**plain);
+  RecordingBackend rec(planted);
+  auto m = load_on(kCheckpoints[1], rec);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(same(solo, decode(*m, kSeqs, kSeqs)));
+  EXPECT_GT(planted.n_planted, 0);
+}
+
+}  // namespace
+}  // namespace tf
