@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
   // REG: the sums start at -0.0f, the exact identity of f32 addition (-0 + p = p bit for bit for every
-  // p but a NaN, which the GPU's adds return as the canonical NaN, as the mma itself does), so total =
-  // p_0 after the first chunk with no branch.
+  // p but a NaN, whose payload the add may make canonical: a NaN output stays NaN, its payload bits
+  // may differ from config 0's where in_f <= 256), so total = p_0 after the first chunk, no branch.
   float reg_tot[C::REG ? MT : 1][C::REG ? NT : 1][4];
 #pragma unroll
   for (int a = 0; a < (C::REG ? MT : 1); ++a)
