@@ -2,7 +2,9 @@
 // 28 layers, lm_head 151,936) at 1, 8, 32 and 64 rows: microseconds per call and the weight stream's
 // GB/s, with the bound at the H200's measured 4.3 TB/s beside each figure. Built with -DTF_BENCH=ON where
 // the CUDA backend is built; runs on the GPU machine:
-//   linear_bench [reps]        (default 200)
+//   linear_bench [reps] [--large-only]       (default 200; --large-only skips the decode shapes)
+// The large-row section times every configuration of test_hooks::set_cuda_linear_large_config at the
+// prefill and vision shapes and checks each one's output bits against config 0's.
 // Per call, two timings with CUDA events over `reps` calls after a warm-up:
 //   eager: back-to-back launches from the host (what the engine pays today, launch gaps included);
 //   graph: the same launches captured in one CUDA graph and replayed (the kernel's own time, as a
@@ -105,6 +107,7 @@ Timing time_calls(cudaStream_t s, const std::vector<Tensor>& ws, const Tensor& x
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  const bool large_only = argc > 2 && std::string(argv[2]) == "--large-only";
   cudaDeviceProp prop{};
   TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing\n", prop.name,
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
   std::vector<double> step_eager(std::size(kRows)), step_graph(std::size(kRows)),
       step_bound(std::size(kRows));
   for (const LinearShape& sh : kShapes) {
+    if (large_only) break;
     const size_t w_bytes = static_cast<size_t>(sh.in_f * sh.out_f) * 2;
     const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w_bytes);
     std::vector<void*> mem;
@@ -146,19 +150,32 @@ int main(int argc, char** argv) {
     }
     for (void* p : mem) TF_CUDA_CHECK(cudaFree(p));
   }
-  // Prefill and vision shapes (the 1B decoder over a page's 2,333 rows; the Pixtral tower's MLP and
-  // attention projections over its 9,350 patches): TFLOP/s of each large-row tile configuration (the
-  // same bits either way: test_hooks::set_cuda_linear_large_config).
+  // Prefill and vision shapes (the 1B decoder over a page's 2,333 rows; the Pixtral tower over its
+  // 9,350 patches): graph us and TFLOP/s of every large-row tile configuration, and whether its output
+  // bits equal config 0's (they must: test_hooks::set_cuda_linear_large_config). `per_page`: calls per
+  // page (decoder 28 layers: q, k, v, o, gate, up, down; vision 24 layers: q, k, v, o, gate, up, down;
+  // "vis qkv" is a fused q|k|v projection, not in the page sum).
   struct Big {
     const char* name;
     int64_t n, in_f, out_f;
+    int per_page;
+    bool vision;
   };
-  constexpr Big kBig[] = {{"dec qkv", 2333, 1024, 2048},  {"dec gate", 2333, 1024, 3072},
-                          {"dec down", 2333, 3072, 1024}, {"vis qkvo", 9350, 1024, 1024},
-                          {"vis gate", 9350, 1024, 4096}, {"vis down", 9350, 4096, 1024}};
-  std::printf(
-      "\nlarge rows: graph us and TFLOP/s per configuration (0: 128x128 tiles, sums in shared memory; "
-      "1: 128x64 tiles, sums in registers)\n");
+  constexpr Big kBig[] = {
+      {"dec q", 2333, 1024, 2048, 28, false},    {"dec k/v", 2333, 1024, 1024, 56, false},
+      {"dec o", 2333, 2048, 1024, 28, false},    {"dec gate/up", 2333, 1024, 3072, 56, false},
+      {"dec down", 2333, 3072, 1024, 28, false}, {"vis q/k/v/o", 9350, 1024, 1024, 96, true},
+      {"vis qkv", 9350, 1024, 3072, 0, true},    {"vis gate/up", 9350, 1024, 4096, 48, true},
+      {"vis down", 9350, 4096, 1024, 24, true}};
+  const int n_cfg = tf::test_hooks::cuda_linear_large_configs();
+  std::printf("\nlarge rows: configurations (test_hooks::set_cuda_linear_large_config):\n");
+  for (int c = 0; c < n_cfg; ++c)
+    std::printf("  cfg %d: %s\n", c, tf::test_hooks::cuda_linear_large_config_name(c));
+  std::printf("%-12s %5s %5s %5s | %3s %9s %8s %5s\n", "shape", "rows", "in_f", "out_f", "cfg", "graph us",
+              "TFLOP/s", "bits");
+  std::vector<double> page_dec(static_cast<size_t>(n_cfg)), page_vis(static_cast<size_t>(n_cfg));
+  int mismatches = 0;
+  double best_dec = 0, best_vis = 0;  // the fastest configuration of each shape (a rule by shape)
   for (const Big& b : kBig) {
     void* wm = dev_alloc(static_cast<size_t>(b.in_f * b.out_f) * 2);
     void* xm = dev_alloc(static_cast<size_t>(b.n * b.in_f) * 2);
@@ -169,24 +186,48 @@ int main(int argc, char** argv) {
         out{om, DType::BF16, {b.n, b.out_f}};
     const double flop =
         2.0 * static_cast<double>(b.n) * static_cast<double>(b.in_f) * static_cast<double>(b.out_f);
-    std::printf("%-9s %5lld x %5lld -> %5lld |", b.name, static_cast<long long>(b.n),
-                static_cast<long long>(b.in_f), static_cast<long long>(b.out_f));
-    for (int cfg : {0, 1}) {
+    std::vector<uint16_t> ref(static_cast<size_t>(b.n * b.out_f)), got(ref.size());
+    double best_us = 1e30;
+    int best = 0;
+    for (int cfg = 0; cfg < n_cfg; ++cfg) {
       tf::test_hooks::set_cuda_linear_large_config(cfg);
-      const Timing t = time_calls(s, {w}, x, out, std::max(5, reps / 20));
-      std::printf(" cfg %d %8.1f us %6.1f TFLOP/s |", cfg, t.graph_us, flop / (t.graph_us * 1e-6) / 1e12);
+      TF_CUDA_CHECK(cudaMemsetAsync(om, 0xff, got.size() * 2, s));
+      const Timing t = time_calls(s, {w}, x, out, std::max(5, reps / 10));
+      TF_CUDA_CHECK(cudaStreamSynchronize(s));
+      TF_CUDA_CHECK(
+          cudaMemcpy(cfg == 0 ? ref.data() : got.data(), om, got.size() * 2, cudaMemcpyDeviceToHost));
+      const bool same = cfg == 0 || got == ref;
+      mismatches += same ? 0 : 1;
+      std::printf("%-12s %5lld %5lld %5lld | %3d %9.2f %8.1f %5s\n", b.name, static_cast<long long>(b.n),
+                  static_cast<long long>(b.in_f), static_cast<long long>(b.out_f), cfg, t.graph_us,
+                  flop / (t.graph_us * 1e-6) / 1e12, same ? "same" : "DIFF");
+      (b.vision ? page_vis : page_dec)[static_cast<size_t>(cfg)] += t.graph_us * b.per_page;
+      if (t.graph_us < best_us) best_us = t.graph_us, best = cfg;
     }
-    std::printf("\n");
+    std::printf("%-12s best: cfg %d, %.2f us, %.1f TFLOP/s (%.0f%% of 790)\n", b.name, best, best_us,
+                flop / (best_us * 1e-6) / 1e12, 100 * flop / (best_us * 1e-6) / 790e12);
+    (b.vision ? best_vis : best_dec) += best_us * b.per_page;
     tf::test_hooks::set_cuda_linear_large_config(0);
     for (void* p : {wm, xm, om}) TF_CUDA_CHECK(cudaFree(p));
   }
+  std::printf(
+      "\none page's large-row linears per configuration (decoder 2,333 rows x 28 layers; vision 9,350 x "
+      "24):\n");
+  for (int c = 0; c < n_cfg; ++c)
+    std::printf("  cfg %d: decoder %8.1f us, vision %8.1f us, total %8.1f us  (%s)\n", c,
+                page_dec[static_cast<size_t>(c)], page_vis[static_cast<size_t>(c)],
+                page_dec[static_cast<size_t>(c)] + page_vis[static_cast<size_t>(c)],
+                tf::test_hooks::cuda_linear_large_config_name(c));
+  std::printf("  best per shape: decoder %8.1f us, vision %8.1f us, total %8.1f us\n", best_dec, best_vis,
+              best_dec + best_vis);
+  std::printf("large-row configurations whose bits differ from cfg 0: %d (must be 0)\n\n", mismatches);
 
   std::printf("\none decode step's linears (28 layers x 7 + lm_head):\n");
-  for (size_t ri = 0; ri < std::size(kRows); ++ri)
+  for (size_t ri = 0; ri < std::size(kRows) && !large_only; ++ri)
     std::printf(
         "  %2lld rows: eager %8.1f us, graph %8.1f us, bound %6.1f us (%.0f%% of the bound in a graph)\n",
         static_cast<long long>(kRows[ri]), step_eager[ri], step_graph[ri], step_bound[ri],
         100 * step_bound[ri] / step_graph[ri]);
   TF_CUDA_CHECK(cudaStreamDestroy(s));
-  return 0;
+  return mismatches == 0 ? 0 : 1;
 }

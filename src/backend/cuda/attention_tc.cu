@@ -18,7 +18,14 @@
 // range end) sees fully masked tiles, which leave m, l and acc bit-for-bit unchanged (α = 1 exactly,
 // p = 0). So a row's bits do not depend on which rows share its block, how many there are, or how its
 // sequence was chunked into calls.
+//
+// Variants (test_hooks::set_cuda_attention_variant; bench/attention/attention_bench.cpp times them):
+// 0 is this file's kernel; 1.. the wide-tile kernels of attention_tc_wide.cu (128 query rows per block,
+// q in registers, 3-stage K/V ring, ...) for calls with >= 64 rows per sequence and head_dim <= 128,
+// with this kernel's arithmetic per row, operation for operation, so the same bits (contract test
+// AttentionVariants).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "backend/cuda/common.cuh"
@@ -253,12 +260,10 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-struct Paging {
-  const int32_t* tables = nullptr;  // null: k/v are the keys themselves
-  int max_blocks = 0;
-  const int32_t* seg_rows = nullptr;
-  int n_seg = 0;
-};
+using Paging = AttentionPaging;
+
+// 0: the kernel above; 1..: attention_tc_wide.cu's (test_hooks::set_cuda_attention_variant).
+std::atomic<int> g_variant{0};
 
 template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
@@ -297,6 +302,8 @@ void launch_any(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& 
   TF_CHECK(attention_tc_applies(q, d) && heads % kv_heads == 0);
   TF_CHECK(reinterpret_cast<uintptr_t>(q.data) % 16 == 0 && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(v.data) % 16 == 0);
+  const int variant = g_variant.load(std::memory_order_relaxed);
+  if (variant != 0 && launch_attention_tc_wide(variant, s, q, k, v, key_ranges, scale, out, pg)) return;
   const auto* qp = ptr<const bf16_t>(q);
   const auto* kp = ptr<const bf16_t>(k);
   const auto* vp = ptr<const bf16_t>(v);
@@ -331,3 +338,12 @@ void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_
 }
 
 }  // namespace tf::cuda
+
+namespace tf::test_hooks {
+bool set_cuda_attention_variant(int which) {
+  TF_CHECK(which >= 0 && which <= tf::cuda::attention_tc_wide_variants());
+  tf::cuda::g_variant.store(which, std::memory_order_relaxed);
+  return true;
+}
+int cuda_attention_variants() { return 1 + tf::cuda::attention_tc_wide_variants(); }
+}  // namespace tf::test_hooks

@@ -13,9 +13,30 @@ void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tenso
 bool linear_tc_applies(const Tensor& x, const Tensor& w);
 void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
                       const Tensor& out);
+// The large-row candidates of linear_tc_large.cu, configs [linear_tc_large_first(), linear_tc_large_end())
+// of test_hooks::set_cuda_linear_large_config; false (nothing queued) where they do not apply (in_f % 8,
+// alignment): the caller then runs config 0, which has the same bits.
+int linear_tc_large_first();
+int linear_tc_large_end();
+const char* linear_tc_large_name(int which);
+bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
+                            const Tensor& out);
 bool attention_tc_applies(const Tensor& q, int64_t head_dim);
 void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& key_ranges, float scale, const Tensor& out);
+// The paged form's extras (attention_tc.cu): null tables: k/v are the keys themselves.
+struct AttentionPaging {
+  const int32_t* tables = nullptr;  // [n_seg, max_blocks]
+  int max_blocks = 0;
+  const int32_t* seg_rows = nullptr;  // [n_seg + 1]
+  int n_seg = 0;
+};
+// The wide-tile variants 1 .. attention_tc_wide_variants() of attention_tc_wide.cu (same bits per row as
+// variant 0); false (nothing queued) where they do not apply (head_dim > 128, few rows per sequence).
+int attention_tc_wide_variants();
+bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& key_ranges, float scale, const Tensor& out,
+                              const AttentionPaging& pg);
 void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
                                float scale, const Tensor& out);

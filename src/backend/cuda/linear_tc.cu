@@ -21,6 +21,9 @@
 //   a real row and are discarded: output row i depends only on row i of A).
 // - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept beside the accumulators
 //   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
+//   Above 128 rows, test_hooks::set_cuda_linear_large_config picks the tiling: 0 and 1 below, 2.. the
+//   swizzled candidates of linear_tc_large.cu (shapes listed there); bench/linear/linear_bench.cpp times
+//   them all and the contract test checks their bits equal config 0's.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
@@ -41,8 +44,9 @@ using namespace mma;
 // below can change it, for the small-row configuration alone, to plant an invariance failure.
 constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
-std::atomic<int> g_large_config{
-    0};  // > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles
+// > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles (both below), 2.. the
+// swizzled candidates of linear_tc_large.cu (listed there). All the same bits.
+std::atomic<int> g_large_config{0};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -386,7 +390,7 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
     launch_chunks<64, 16, 4>(s, xp, wp, bp, op, n, in_f, out_f, vec, kChunk);
   } else if (n <= 128) {
     launch_cfg<64, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
-  } else if (g_large_config.load(std::memory_order_relaxed) == 1) {
+  } else if (g_large_config.load(std::memory_order_relaxed) == 1) {  // (2.. where they apply: above)
     // 8 warps of 32 x 32 with the sums in registers: 61 KB of stages, two blocks per SM. Measured
     // slower on the H200 (61-83 TFLOP/s against 70-116 for the default: bench/linear/linear_bench.cpp).
     launch_cfg<128, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, bp, op, n, in_f, out_f, vec);
@@ -404,6 +408,9 @@ bool linear_tc_applies(const Tensor& x, const Tensor& w) {
 void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
                       const Tensor& out) {
   TF_CHECK(linear_tc_applies(x, w));
+  const int large = g_large_config.load(std::memory_order_relaxed);
+  if (x.dim(0) > 128 && large >= linear_tc_large_first() && launch_linear_tc_large(s, large, x, w, bias, out))
+    return;
   if (out.dtype == DType::BF16)
     run_tc<bf16_t>(s, x, w, bias, out);
   else
@@ -414,9 +421,15 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 
 namespace tf::test_hooks {
 bool set_cuda_linear_large_config(int which) {
-  TF_CHECK(which == 0 || which == 1);
+  TF_CHECK(which >= 0 && which < tf::cuda::linear_tc_large_end());
   tf::cuda::g_large_config.store(which, std::memory_order_relaxed);
   return true;
+}
+int cuda_linear_large_configs() { return tf::cuda::linear_tc_large_end(); }
+const char* cuda_linear_large_config_name(int which) {
+  if (which == 0) return "128x128 k32 s4 8w 64x32 smem (padded)";
+  if (which == 1) return "128x64 k32 s4 8w 32x32 reg (padded)";
+  return tf::cuda::linear_tc_large_name(which);
 }
 bool set_cuda_linear_small_rows_chunk(int kc) {
   TF_CHECK(kc == 0 || (kc > 0 && kc % 64 == 0));

@@ -220,28 +220,44 @@ TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
   }
 }
 
-// The two tile configurations for more than 128 rows (sums in shared memory, 128 x 128 blocks: the default;
-// sums in registers, 128 x 64 blocks) are a speed choice only: the same rows in f32 and bf16, bit for bit,
-// and both equal to the small-row kernel's rows (the 256-row call above already ran the default one).
+// The tile configurations for more than 128 rows (0: sums in shared memory, 128 x 128 blocks, the
+// default; 1: sums in registers, 128 x 64 blocks; 2..: the swizzled candidates of linear_tc_large.cu) are
+// a speed choice only: the same rows in f32 and bf16, bit for bit, as config 0, and equal to the
+// small-row kernel's rows. The shapes reach every edge of the candidates: rows not a multiple of any
+// block (129, 257, 300, 777), out_f odd (131: single stores) and not a multiple of 64, in_f below one
+// chunk (200: one partial k tile), not a multiple of 64 or 16 (1000: a partial tile ending in a
+// zero-padded 16-step), twelve chunks with a partial one (3000), odd (1001: no 16-byte copies, so the
+// candidates fall back to config 0), and bias or none.
 TEST_F(CudaContract, BatchInvarianceLinearLargeConfigs) {
   struct Restore {
     ~Restore() { test_hooks::set_cuda_linear_large_config(0); }
   } restore;
+  const int n_cfg = test_hooks::cuda_linear_large_configs();
+  ASSERT_GE(n_cfg, 2);
+  struct Case {
+    int64_t n, in_f, out_f;
+    bool bias;
+  };
   uint32_t seed = 90;
-  for (const auto& [n, in_f, out_f] : {std::tuple<int64_t, int64_t, int64_t>{300, 1024, 4096},
-                                       {777, 4096, 1000},
-                                       {129, 1001, 72},
-                                       {2333, 1024, 1024}}) {
-    Buffer x = randn(kBF16, {n, in_f}, seed++), w = randn(kBF16, {out_f, in_f}, seed++, 0.03f);
+  for (const Case c : {Case{300, 1024, 4096, false}, Case{777, 4096, 1000, true}, Case{129, 1001, 72, false},
+                       Case{2333, 1024, 1024, false}, Case{257, 1000, 131, true}, Case{400, 200, 264, true},
+                       Case{1000, 3000, 520, false}}) {
+    Buffer x = randn(kBF16, {c.n, c.in_f}, seed++), w = randn(kBF16, {c.out_f, c.in_f}, seed++, 0.03f),
+           b = randn(kBF16, {c.out_f}, seed++);
+    const Buffer* bp = c.bias ? &b : nullptr;
     for (DType out_dt : kActs) {
-      const std::string what = cat("linear ", n, "x", in_f, "->", out_f, " out ", dtype_name(out_dt));
-      ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(1));
-      const Buffer reg_sums = run_linear(dev(), x, w, nullptr, out_dt);
+      const std::string what = cat("linear ", c.n, "x", c.in_f, "->", c.out_f, c.bias ? " +bias" : "",
+                                   " out ", dtype_name(out_dt));
       ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(0));
-      const Buffer smem_sums = run_linear(dev(), x, w, nullptr, out_dt);
-      EXPECT_TRUE(Exact(smem_sums, reg_sums)) << what << ": the two large configurations";
-      EXPECT_TRUE(Exact(rows_of(smem_sums, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, nullptr, out_dt)))
+      const Buffer ref = run_linear(dev(), x, w, bp, out_dt);
+      EXPECT_TRUE(Exact(rows_of(ref, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, bp, out_dt)))
           << what << ": row 5 alone";
+      for (int cfg = 1; cfg < n_cfg; ++cfg) {
+        ASSERT_TRUE(test_hooks::set_cuda_linear_large_config(cfg));
+        EXPECT_TRUE(Exact(ref, run_linear(dev(), x, w, bp, out_dt)))
+            << what << ": config " << cfg << " (" << test_hooks::cuda_linear_large_config_name(cfg)
+            << ") against config 0";
+      }
     }
   }
 }
@@ -519,6 +535,61 @@ TEST_F(CudaContract, PagedAttention) {
       EXPECT_TRUE(Differs(rows_of(got, 1, 2), rows_of(run_paged(dev(), in, &swapped), 1, 2)))
           << "control: a swapped block table entry";
     }
+}
+
+// The attention variants (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu: wider query tiles,
+// q in registers, deeper K/V pipelines, unmasked full tiles, skipped dead tiles) run each row's
+// arithmetic exactly as variant 0: every call below must give variant 0's bits, whole, for causal
+// chunks over a cache (GQA), vision images side by side, random ranges (many passes, rows that see one
+// key, dead tiles), a large all-keys call, the paged form with long segments, and calls they leave to
+// variant 0 (head_dim 256, few rows). Rows of a variant call cut into other calls (>= 64 rows, so they
+// run the variant too) match as well; and one case per variant is held to the CPU tolerance.
+TEST_F(CudaContract, AttentionVariants) {
+  struct Restore {
+    ~Restore() { test_hooks::set_cuda_attention_variant(0); }
+  } restore;
+  const int n_var = test_hooks::cuda_attention_variants();
+  ASSERT_GE(n_var, 1);
+  const AttnCase cases[] = {
+      {150, 600, 16, 4, 64, Keys::kCausal, 1}, {150, 600, 16, 4, 128, Keys::kCausal, 1},
+      {333, 333, 4, 4, 64, Keys::kBlocks, 1},  {333, 333, 4, 4, 72, Keys::kBlocks, 1},
+      {300, 700, 6, 3, 80, Keys::kRandom, 2},  {1100, 1100, 2, 2, 64, Keys::kAll, 3},
+      {200, 520, 8, 2, 256, Keys::kCausal, 1}, {7, 7, 4, 2, 64, Keys::kCausal, 1},
+      {129, 129, 16, 16, 64, Keys::kAll, 1},
+  };
+  uint32_t seed = 700;
+  for (const AttnCase& c : cases) {
+    AttnInputs in(c, kBF16, seed += 10);
+    const std::string what = cat("attention q [", c.n_q, ", ", c.heads, ", ", c.d, "] kv [", c.n_k, ", ",
+                                 c.kvh, "] keys ", static_cast<int>(c.keys));
+    ASSERT_TRUE(test_hooks::set_cuda_attention_variant(0));
+    const Buffer ref = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+    for (int var = 1; var < n_var; ++var) {
+      ASSERT_TRUE(test_hooks::set_cuda_attention_variant(var));
+      const Buffer got = run_attention(dev(), in.q, in.k, in.v, in.ranges);
+      EXPECT_TRUE(Exact(ref, got)) << what << ": variant " << var << " against variant 0";
+      if (c.n_q >= 128) {
+        const int64_t r0 = c.n_q / 3, r1 = c.n_q;  // a later chunk of >= 64 rows, alone
+        EXPECT_TRUE(Exact(rows_of(got, r0, r1), run_attention(dev(), rows_of(in.q, r0, r1), in.k, in.v,
+                                                              rows_of(in.ranges, r0, r1))))
+            << what << ": variant " << var << ", rows " << r0 << ".." << r1 << " alone";
+      }
+      if (&c == &cases[2] || &c == &cases[4]) {
+        EXPECT_TRUE(NearAbs(run_attention(cpu(), in.q, in.k, in.v, in.ranges), got,
+                            cat(what, " variant ", var, " vs cpu"), attention_tol(in.v)));
+      }
+    }
+  }
+  const PagedCase pc{{130, 200, 64}, {200, 200, 700}};
+  for (int64_t d : {64, 128}) {
+    PagedInputs in(pc, kBF16, 8, 2, d, 950 + static_cast<uint32_t>(d));
+    ASSERT_TRUE(test_hooks::set_cuda_attention_variant(0));
+    const Buffer ref = run_paged(dev(), in);
+    for (int var = 1; var < n_var; ++var) {
+      ASSERT_TRUE(test_hooks::set_cuda_attention_variant(var));
+      EXPECT_TRUE(Exact(ref, run_paged(dev(), in))) << "paged d " << d << ": variant " << var << " against 0";
+    }
+  }
 }
 
 }  // namespace

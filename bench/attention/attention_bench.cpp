@@ -1,0 +1,135 @@
+// The bf16 flash attention (src/backend/cuda/attention_tc.cu and the wide variants of
+// attention_tc_wide.cu) on the 1B page's shapes: the Pixtral tower's per-image attention (9,350 patches,
+// 16 heads, head_dim 64, every patch sees the whole image) and the Qwen3 prefill (2,333 causal rows,
+// 16 heads over 8 kv heads, head_dim 128). Per variant (test_hooks::set_cuda_attention_variant): graph us
+// per call (CUDA events around a graph of `reps` captured calls, after a warm-up replay), TFLOP/s
+// (4 · d · heads · Σ_rows keys seen), and whether its output bits equal variant 0's (they must).
+// Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
+//   attention_bench [reps]        (default 20)
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/test_hooks.h"
+
+namespace {
+
+using tf::DType;
+using tf::Tensor;
+
+void* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  TF_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+// Deterministic bf16 values in about ±[2^-3, 2), never NaN or Inf (scores of a few units, as in a layer).
+void fill(void* dev, int64_t n, uint32_t seed) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& v : h) {
+    s = s * 1664525u + 1013904223u;
+    const uint32_t mant = (s >> 9) & 0x7f, sign = (s >> 31) << 15, ex = 124 + ((s >> 16) & 3);
+    v = static_cast<uint16_t>(sign | (ex << 7) | mant);
+  }
+  TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, heads, kv_heads, d;
+  int kind;  // 0: one image (all keys), 1: causal, 2: two images side by side
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  cudaDeviceProp prop{};
+  TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("attention_bench: %s, %d SMs; bf16; %d calls per timing\n", prop.name, prop.multiProcessorCount,
+              reps);
+  cudaStream_t s;
+  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int n_var = tf::test_hooks::cuda_attention_variants();
+  constexpr Shape kShapes[] = {{"vision 1 image", 9350, 16, 16, 64, 0},
+                               {"vision 2 images", 9350, 16, 16, 64, 2},
+                               {"prefill causal", 2333, 16, 8, 128, 1}};
+  std::printf("%-16s %5s %5s %4s | %3s %9s %8s %5s\n", "shape", "rows", "heads", "d", "var", "graph us",
+              "TFLOP/s", "bits");
+  int mismatches = 0;
+  for (const Shape& sh : kShapes) {
+    const int64_t nq = sh.n * sh.heads * sh.d, nkv = sh.n * sh.kv_heads * sh.d;
+    void* qm = dev_alloc(static_cast<size_t>(nq) * 2);
+    void* km = dev_alloc(static_cast<size_t>(nkv) * 2);
+    void* vm = dev_alloc(static_cast<size_t>(nkv) * 2);
+    void* om = dev_alloc(static_cast<size_t>(nq) * 2);
+    void* rm = dev_alloc(static_cast<size_t>(2 * sh.n) * 4);
+    fill(qm, nq, 1);
+    fill(km, nkv, 2);
+    fill(vm, nkv, 3);
+    std::vector<int32_t> ranges(static_cast<size_t>(2 * sh.n));
+    double keys_seen = 0;
+    for (int64_t i = 0; i < sh.n; ++i) {
+      int32_t b = 0, e = static_cast<int32_t>(sh.n);
+      if (sh.kind == 1) e = static_cast<int32_t>(i + 1);
+      if (sh.kind == 2) (i < sh.n / 2 ? e : b) = static_cast<int32_t>(sh.n / 2);
+      ranges[static_cast<size_t>(2 * i)] = b;
+      ranges[static_cast<size_t>(2 * i + 1)] = e;
+      keys_seen += e - b;
+    }
+    TF_CUDA_CHECK(cudaMemcpy(rm, ranges.data(), ranges.size() * 4, cudaMemcpyHostToDevice));
+    const Tensor q{qm, DType::BF16, {sh.n, sh.heads, sh.d}}, k{km, DType::BF16, {sh.n, sh.kv_heads, sh.d}},
+        v{vm, DType::BF16, {sh.n, sh.kv_heads, sh.d}}, out{om, DType::BF16, {sh.n, sh.heads, sh.d}},
+        rg{rm, DType::I32, {sh.n, 2}};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d));
+    const double flop = 4.0 * static_cast<double>(sh.d) * static_cast<double>(sh.heads) * keys_seen;
+    std::vector<uint16_t> ref(static_cast<size_t>(nq)), got(ref.size());
+    for (int var = 0; var < n_var; ++var) {
+      tf::test_hooks::set_cuda_attention_variant(var);
+      TF_CUDA_CHECK(cudaMemsetAsync(om, 0xff, got.size() * 2, s));
+      tf::cuda::launch_attention(s, q, k, v, rg, scale, out);  // warm-up, smem attributes
+      TF_CUDA_CHECK(cudaStreamSynchronize(s));
+      TF_CUDA_CHECK(
+          cudaMemcpy(var == 0 ? ref.data() : got.data(), om, got.size() * 2, cudaMemcpyDeviceToHost));
+      const bool same = var == 0 || got == ref;
+      mismatches += same ? 0 : 1;
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int r = 0; r < reps; ++r) tf::cuda::launch_attention(s, q, k, v, rg, scale, out);
+      TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+      TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+      TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
+      cudaEvent_t e0, e1;
+      TF_CUDA_CHECK(cudaEventCreate(&e0));
+      TF_CUDA_CHECK(cudaEventCreate(&e1));
+      TF_CUDA_CHECK(cudaEventRecord(e0, s));
+      TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
+      TF_CUDA_CHECK(cudaEventRecord(e1, s));
+      TF_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      const double us = 1e3 * ms / reps;
+      std::printf("%-16s %5lld %5lld %4lld | %3d %9.1f %8.1f %5s\n", sh.name, static_cast<long long>(sh.n),
+                  static_cast<long long>(sh.heads), static_cast<long long>(sh.d), var, us,
+                  flop / (us * 1e-6) / 1e12, same ? "same" : "DIFF");
+      TF_CUDA_CHECK(cudaEventDestroy(e0));
+      TF_CUDA_CHECK(cudaEventDestroy(e1));
+      TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
+      TF_CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    tf::test_hooks::set_cuda_attention_variant(0);
+    for (void* p : {qm, km, vm, om, rm}) TF_CUDA_CHECK(cudaFree(p));
+  }
+  std::printf("variants whose bits differ from variant 0: %d (must be 0)\n", mismatches);
+  TF_CUDA_CHECK(cudaStreamDestroy(s));
+  return mismatches == 0 ? 0 : 1;
+}
