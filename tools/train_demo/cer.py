@@ -3,7 +3,8 @@
 Usage: python3 cer.py GROUND_TRUTH.jsonl PREDICTIONS.jsonl   (each line {"file": ..., "text": ...})
 Prints the CER over the files present in the ground truth; a file missing from the predictions counts as "",
 then the CER of the even-numbered files (random strings in examples/heldout) and of the odd ones (words, numbers),
-or, where the ground truth names a "kind" (examples/heldout_blocks), the CER of each kind.
+or, where the ground truth names a "kind" (examples/heldout_blocks, heldout_pages) or a "mode" (gray / rgb:
+examples/heldout_lines_any, heldout_pages), the CER of each kind and each mode.
 """
 import json
 import sys
@@ -40,10 +41,11 @@ def main(argv):
     files = sorted(gt)
     c, e, n, x = cer([gt[f] for f in files], [pred.get(f, "").strip() for f in files])
     print(f"CER {100 * c:.2f}% ({e} edits / {n} chars), exact {x}/{len(files)}")
-    kinds = load_jsonl(argv[1], "kind")
+    kinds, modes = load_jsonl(argv[1], "kind"), load_jsonl(argv[1], "mode")
     parts = [("even (random strings)", files[0::2]), ("odd (words/numbers)", files[1::2])]
-    if any(kinds.values()):
-        parts = [(k, [f for f in files if kinds[f] == k]) for k in sorted(set(kinds.values()))]
+    if any(kinds.values()) or any(modes.values()):  # the any-geometry sets: per kind, then per mode
+        parts = [(k, [f for f in files if kinds[f] == k]) for k in sorted(set(kinds.values()) - {None})]
+        parts += [(m, [f for f in files if modes[f] == m]) for m in sorted(set(modes.values()) - {None})]
     for label, part in parts:
         c, e, n, x = cer([gt[f] for f in part], [pred.get(f, "").strip() for f in part])
         print(f"  {label}: CER {100 * c:.2f}% ({e}/{n}), exact {x}/{len(part)}")

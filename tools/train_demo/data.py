@@ -617,10 +617,24 @@ def _damage(im, bg, rng, clean, max_deg):
     a = np.asarray(im, dtype=np.uint8)
     if not clean and rng.random() < 0.4:
         f = a.astype(np.float32)
-        n = np.random.default_rng(rng.randrange(1 << 30)).normal(0, rng.uniform(2, 9), f.shape[:2]).astype(np.float32)
+        n = _page_noise(rng, f.shape[0], f.shape[1]) * rng.uniform(2, 9)
         f += n[..., None] if f.ndim == 3 else n
         a = np.clip(f, 0, 255).astype(np.uint8)
     return a
+
+
+_PAGE_NOISE = []
+
+
+def _page_noise(rng, h, w):
+    """A unit Gaussian field [h, w]: a random window of a seeded 2,200 x 2,200 bank (made once per process)."""
+    if not _PAGE_NOISE:
+        _PAGE_NOISE.append(np.random.default_rng(54321).normal(0, 1, (2200, 2200)).astype(np.float32))
+    bank = _PAGE_NOISE[0]
+    if h > bank.shape[0] or w > bank.shape[1]:
+        return np.random.default_rng(rng.randrange(1 << 30)).normal(0, 1, (h, w)).astype(np.float32)
+    y, x = rng.randrange(bank.shape[0] - h + 1), rng.randrange(bank.shape[1] - w + 1)
+    return bank[y:y + h, x:x + w]
 
 
 def _snap(h, w, shape_fn, grid):
@@ -766,8 +780,8 @@ def all_fonts(font_dir):
 
 def render_any_chunk(args):
     """Pool worker for the any-geometry training data: (seed, n, font_dir, kind, prep) -> list of (kind, text,
-    image) where kind is "line" or "page" and image is what prep(image) returns (the family's processor, see
-    train.py); kind "line" draws line_text lines, "page" pages of PAGE_KINDS, "oldline" / "oldblock" the
+    image, source) where kind is "line" or "page" and image is what prep(image) returns (the family's processor, see
+    train.py) and source is "old" for the first recipe's images, else "new"; kind "line" draws line_text lines, "page" pages of PAGE_KINDS, "oldline" / "oldblock" the
     560 x 56 lines and 560 x 224 blocks of the first demo recipe (kept so the old held-out sets still read)."""
     seed, n, font_dir, kind, prep = args
     rng = random.Random(seed)
@@ -798,7 +812,7 @@ def render_any_chunk(args):
             continue
         r = prep(a)
         if r is not None:
-            out.append((k, text, r))
+            out.append((k, text, r, "old" if kind.startswith("old") else "new"))
     return out
 
 

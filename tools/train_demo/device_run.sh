@@ -4,7 +4,8 @@
 #   smoke  both families: train.py --smoke (whole pipeline on a few chunks and steps: render workers with the real
 #          processors, both bucket kinds, save, reload, batched oracle on 4 images per set), then oracle_ids.py and
 #          demo_goldens.py on the smoke checkpoint (2 pages, 1 case);
-#   train  both families trained from scratch concurrently on the one GPU (TRAIN_SECONDS each), each evaluated on
+#   train  both families trained from scratch concurrently on the one GPU (RENDER_SECONDS of rendering on the
+#          CPUs first, then TRAIN_SECONDS of training each), each evaluated on
 #          examples/heldout, heldout_blocks and heldout_lines_any by the stock Transformers code on its reloaded
 #          bf16 checkpoint: $OUT/{lighton,qwen}/{model.tar.gz,train_log.txt,oracle_*.jsonl};
 #   eval   for the checkpoints under models/: the CPU oracle's greedy ids and margins on the four held-out sets
@@ -15,7 +16,7 @@ export PYTHONUNBUFFERED=1
 MODE=${MODE:-train}
 FAMILIES=${FAMILIES:-"lighton qwen"}        # train: which to train
 MODELS=${MODELS:-"demo-lighton demo-qwen35"}  # eval: which checkpoints under models/
-TRAIN_SECONDS=${TRAIN_SECONDS:-440}
+TRAIN_SECONDS=${TRAIN_SECONDS:-420}
 LIGHTON_ARGS=${LIGHTON_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.3}
 QWEN_ARGS=${QWEN_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.5 --qwen-size m}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
@@ -50,18 +51,19 @@ case $MODE in
     for r in lighton qwen; do
       m=$([ $r = lighton ] && echo demo-lighton || echo demo-qwen35)
       ck=/tmp/demo_work_$m/$m
-      SHARD=0/12 THREADS=4 python3 tools/train_demo/oracle_ids.py $ck examples/heldout_pages /tmp/ids/$m.jsonl 24 \
-        >/tmp/s_$r.out 2>&1 &
+      [ "${SMOKE_IDS:-1}" = 1 ] && SHARD=0/12 THREADS=4 python3 tools/train_demo/oracle_ids.py $ck \
+        examples/heldout_pages /tmp/ids/$m.jsonl 24 >/tmp/s_$r.out 2>&1 &
       N_NEW=24 python3 tools/train_demo/demo_goldens.py $ck /tmp/demo_goldens/$m page=examples/page.png \
         >/tmp/g_$r.out 2>&1 &
     done
     wait
     tail -n 4 /tmp/s_*.out /tmp/g_*.out >>"$OUT/all.log" 2>&1
-    head -c 600 /tmp/ids/*.jsonl >>"$OUT/all.log"
+    head -c 600 /tmp/ids/*.jsonl >>"$OUT/all.log" 2>&1; ls -R /tmp/demo_goldens >>"$OUT/all.log"
     rm -f "$OUT"/*/model.tar.gz
     ;;
   train)
-    train_both --train-seconds "$TRAIN_SECONDS" --max-train-seconds "$((TRAIN_SECONDS + 20))"
+    train_both --train-seconds "$TRAIN_SECONDS" --max-train-seconds "$((TRAIN_SECONDS + 10))" \
+      --render-seconds "${RENDER_SECONDS:-70}" --eval-by "${EVAL_BY:-550}"
     for r in $FAMILIES; do  # at most 8 files come back: logs and oracle transcriptions in one tar per family
       (cd "$OUT/$r" && tar cf logs.tar train_log.txt oracle_*.jsonl && rm -f train_log.txt oracle_*.jsonl)
     done

@@ -159,9 +159,10 @@ class Bucket:
     H x W (the processor's output size), targets, CTC labels (lines), and that shape's prompt; filled as the
     render workers' chunks arrive (capacity grows by half)."""
 
-    def __init__(self, kind, C, H, W, dev):
-        self.kind, self.C, self.H, self.W, self.dev = kind, C, H, W, dev
-        self.name = f"{kind}{'-rgb' if C == 3 else ''} {H}x{W}"
+    def __init__(self, kind, src, C, H, W, dev):
+        self.kind, self.src, self.C, self.H, self.W, self.dev = kind, src, C, H, W, dev
+        self.name = f"{'old-' if src == 'old' else ''}{kind}{'-rgb' if C == 3 else ''} {H}x{W}"
+        self.tlen_cpu = np.zeros(0, np.int64)
         self.max_tgt = MAX_TGT[kind]
         self.n = self.cap = 0
         self.imgs = self.tgt = self.tlen = self.ctc_t = self.ctc_l = None
@@ -187,6 +188,7 @@ class Bucket:
         for dst, src in ((self.imgs, imgs), (self.tgt, tgt), (self.tlen, tlen), (self.ctc_t, ctc_t),
                          (self.ctc_l, ctc_l)):
             dst[sl] = torch.from_numpy(src).to(self.dev)
+        self.tlen_cpu = np.concatenate([self.tlen_cpu, tlen])
         self.n += k
 
     def set_prompt(self, proc, work, ids, dev, tokens, cap):
@@ -267,9 +269,9 @@ class Store:
 
     def ingest(self, chunk):
         groups = {}
-        for k, text, (u8, resid) in chunk:
+        for k, text, (u8, resid), src in chunk:
             self.stats["resid"] = max(self.stats["resid"], resid)
-            groups.setdefault((k,) + tuple(u8.shape), []).append((text, u8))
+            groups.setdefault((k, src) + tuple(u8.shape), []).append((text, u8))
         for key, items in groups.items():
             kind = key[0]
             texts = [t for t, _ in items]
@@ -291,7 +293,7 @@ class Store:
                 continue
             b = self.b.get(key)
             if b is None:
-                b = self.b[key] = Bucket(kind, key[1], key[2], key[3], self.dev)
+                b = self.b[key] = Bucket(kind, key[1], key[2], key[3], key[4], self.dev)
                 b.set_prompt(self.proc, self.work, self.ids, self.dev, self.args.tokens,
                              self.args.batch if kind == "line" else self.args.page_batch)
                 self.init_bucket(b)
@@ -300,8 +302,8 @@ class Store:
             self.stats[kind] += len(keep)
         self.stats["chunks"] += 1
 
-    def kinds(self, kind):
-        return [b for b in self.b.values() if b.kind == kind]
+    def kinds(self, kind, src=None):
+        return [b for b in self.b.values() if b.kind == kind and (src is None or b.src == src)]
 
 
 def lighton_runner(model, ids, proc, dev):
@@ -408,7 +410,13 @@ def main():
     ap.add_argument("--page-batch", type=int, default=48, help="page images per step at most")
     ap.add_argument("--tokens", type=int, default=60000, help="patches + prompt + target positions per step")
     ap.add_argument("--page-frac", type=float, default=0.5, help="share of steps on pages")
-    ap.add_argument("--page-start", type=int, default=600, help="lines only before this step (a curriculum)")
+    ap.add_argument("--old-only", type=int, default=400, help="only the first recipe's 560 x 56 lines before this "
+                    "step (a curriculum: they teach reading fastest)")
+    ap.add_argument("--page-start", type=int, default=1000, help="lines only before this step (a curriculum)")
+    ap.add_argument("--render-seconds", type=float, default=80, help="render before training for at most this long "
+                    "(the render workers stop when training starts, unless --stream)")
+    ap.add_argument("--stream", action="store_true", help="keep rendering in the background while training (slow: "
+                    "the workers take the CPU the training loop needs)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--vision-lr-mult", type=float, default=2.0)
@@ -417,6 +425,8 @@ def main():
     ap.add_argument("--eval", default="examples/heldout:48,examples/heldout_blocks:160,examples/heldout_lines_any:128",
                     help="held-out sets DIR:MAX_NEW the oracle reads at the end (batched on the GPU)")
     ap.add_argument("--eval-limit", type=int, default=0, help="only the first N images of each set")
+    ap.add_argument("--eval-by", type=float, default=0, help="skip the held-out sets not begun this many seconds "
+                    "after the start (call limits)")
     ap.add_argument("--procs", type=int, default=7)
     ap.add_argument("--resume", default="")
     ap.add_argument("--seed", type=int, default=SEED)
@@ -425,7 +435,7 @@ def main():
     ap.add_argument("--stop-step", type=int, default=0, help="stop after this step of the --steps schedule")
     args = ap.parse_args()
     if args.smoke:
-        args.cycles, args.steps, args.batch, args.page_batch, args.page_start = 2, 16, 32, 4, 4
+        args.cycles, args.steps, args.batch, args.page_batch, args.page_start, args.old_only = 2, 16, 32, 4, 6, 3
         args.tokens, args.eval_limit, args.procs = 8000, 4, min(args.procs, 4)
     qwen = args.family == "qwen3_5"
     name = "demo-qwen35" if qwen else "demo-lighton"
@@ -468,6 +478,19 @@ def main():
         ip_cfg = json.load(f)
     log(f"image processor {ip_cfg['image_processor_type']} size {ip_cfg['size']}")
     prep = geometry.Prep(args.family, static_dir, ip_cfg)
+    vrng = random.Random(seed + 5)
+    vfonts, vold = data.all_fonts(args.fonts), data.font_files(args.fonts)
+    vimgs = [data.render(data.make_text(vrng, 0.5), vrng, vold),
+             data.render_block(data.make_block(vrng, "table"), "table", vrng, vold)]
+    while len(vimgs) < 14:
+        rgb = len(vimgs) % 2 == 1
+        a = data.render_line_any(data.line_text(vrng), vrng, vfonts, rgb=rgb) if len(vimgs) < 8 else \
+            data.render_page(data.make_page(vrng, data.PAGE_KINDS[len(vimgs) % 5], 30), "mixed", vrng, vfonts, rgb=rgb)
+        if a is not None:
+            vimgs.append(a)
+    fast, worst = prep.validate(vimgs)
+    log(f"render workers resize with torchvision directly: {fast} (max |diff| vs the processor's uint8 planes "
+        f"{worst} on {len(vimgs)} images, sizes {[a.shape[:2] for a in vimgs]})")
     feed = Feed(plan_jobs(args, prep), args.procs)  # forked now, before CUDA starts
 
     cfg = qwen35.make_config(ids, MODEL_VOCAB, args.qwen_size) if qwen else lighton.make_config(ids, MODEL_VOCAB)
@@ -530,12 +553,20 @@ def main():
             log(f"{b.name}: stock forward vs training shortcuts max|logit diff| {d:.2e}")
             assert d < 1e-3
 
+    t_r = time.time()
+    while not feed.done and time.time() - t_r < args.render_seconds:
+        for c in feed.take(4, block=True):
+            store.ingest(c)
+    if not args.stream:
+        feed.close()
+    log(f"rendered for {time.time() - t_r:.0f}s more ({time.time() - t_start:.0f}s since start): {store.stats}, "
+        f"{len(store.b)} buckets; render workers {'go on' if args.stream else 'stopped'}")
+
     K = len(data.CHARSET) + 1
     ctc_head = torch.nn.Linear(cfg["vision_config"]["hidden_size"], CTC_R * K).to(dev)
 
-    def forward(b, idx):
+    def forward(b, idx, L):
         B = idx.shape[0]
-        L = int(b.tlen[idx].max())
         t = b.tgt[idx, :L]
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out_logits = run(b, idx, t)
@@ -554,7 +585,7 @@ def main():
     opt = torch.optim.AdamW([{"params": dec, "lr_mult": 1.0},
                              {"params": vis + list(ctc_head.parameters()), "lr_mult": args.vision_lr_mult}],
                             lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    gen = torch.Generator(device=dev).manual_seed(seed)
+    gen = np.random.default_rng(seed)
     pick = random.Random(seed + 11)
     total = args.steps
     warm = args.warmup if not args.smoke else 2
@@ -579,16 +610,18 @@ def main():
         if args.max_train_seconds and elapsed > args.max_train_seconds:
             log(f"stopping at step {step}/{T}: --max-train-seconds {args.max_train_seconds:.0f} reached")
             break
-        for c in feed.take(2):
-            store.ingest(c)
+        if args.stream:
+            for c in feed.take(2):
+                store.ingest(c)
         lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = args.lr * g["lr_mult"] * lr_f
         kind = "page" if step >= args.page_start and pick.random() < args.page_frac else "line"
-        bs = store.kinds(kind)
+        bs = store.kinds(kind, "old" if step < args.old_only else None) or store.kinds(kind)
         b = pick.choices(bs, weights=[x.n for x in bs])[0]
-        idx = torch.randint(0, b.n, (min(b.batch, b.n),), device=dev, generator=gen)
-        lm, ctc = forward(b, idx)
+        ic = gen.integers(0, b.n, min(b.batch, b.n))  # on the CPU: the target length needs no GPU sync
+        idx = torch.from_numpy(ic).pin_memory().to(dev, non_blocking=True)
+        lm, ctc = forward(b, idx, int(b.tlen_cpu[ic].max()))
         loss = lm if ctc is None else lm + args.ctc_weight * ctc
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -605,7 +638,8 @@ def main():
             save_checkpoint(model, static_dir, ckpt_dir, model_tar, name)
             last_ckpt = time.time()
             log(f"checkpoint at step {step} ({time.time() - t_start:.0f}s since start)")
-    feed.close()
+    if args.stream:
+        feed.close()
     log(f"trained {step} steps in {time.time() - t_train:.0f}s; images seen {seen}; last lm/ctc {last}; "
         f"data {store.stats}; {len(store.b)} buckets")
     if restore:
@@ -618,6 +652,9 @@ def main():
         d, m = spec.rsplit(":", 1)
         if not os.path.isdir(d):
             log(f"no held-out set {d}")
+            continue
+        if args.eval_by and time.time() - t_start > args.eval_by:
+            log(f"skipped {d}: --eval-by {args.eval_by:.0f}s reached")
             continue
         gt, files = read_heldout(d)
         if args.eval_limit:

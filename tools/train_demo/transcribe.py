@@ -2,7 +2,8 @@
 
   python3 tools/train_demo/transcribe.py tensorfold build/tensorfold models/demo-lighton examples/heldout OUT.jsonl
   python3 tools/train_demo/transcribe.py tesseract tesseract - examples/heldout OUT.jsonl [PSM]
-tensorfold runs `ocr CKPT IMAGE --temperature 0 --max-tokens 160 --json` per image (the output line also keeps
+tensorfold runs `ocr CKPT IMAGE --temperature 0 --max-tokens 160 --json` per image (MAX_TOKENS=N in the
+environment: --max-tokens N, e.g. 1024 for examples/heldout_pages) (the output line also keeps
 its token ids); tesseract runs `IMAGE stdout --psm PSM -l eng` (default 7 = the image is one text line; 6 = a
 uniform block of text, for examples/heldout_blocks).
 """
@@ -26,7 +27,8 @@ def main(argv):
         for name in files:
             img = os.path.join(folder, name)
             if engine == "tensorfold":
-                cmd = [exe, "ocr", ckpt, img, "--temperature", "0", "--max-tokens", "160", "--json"]
+                cmd = [exe, "ocr", ckpt, img, "--temperature", "0", "--max-tokens", os.environ.get("MAX_TOKENS", "160"),
+                       "--json"]
             else:
                 cmd = [exe, img, "stdout", "--psm", psm, "-l", "eng"]
             r = subprocess.run(cmd, capture_output=True, text=True)
