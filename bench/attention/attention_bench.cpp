@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
       TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
       TF_CUDA_CHECK(cudaGraphDestroy(g));
     }
-    tf::test_hooks::set_cuda_attention_variant(0);
+    tf::test_hooks::set_cuda_attention_variant(tf::test_hooks::cuda_attention_default());
     for (void* p : {qm, km, vm, om, rm}) TF_CUDA_CHECK(cudaFree(p));
   }
   std::printf("variants whose bits differ from variant 0: %d (must be 0)\n", mismatches);

@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     std::printf("%-12s best: cfg %d, %.2f us, %.1f TFLOP/s (%.0f%% of 790)\n", b.name, best, best_us,
                 flop / (best_us * 1e-6) / 1e12, 100 * flop / (best_us * 1e-6) / 790e12);
     (b.vision ? best_vis : best_dec) += best_us * b.per_page;
-    tf::test_hooks::set_cuda_linear_large_config(0);
+    tf::test_hooks::set_cuda_linear_large_config(tf::test_hooks::cuda_linear_large_default());
     for (void* p : {wm, xm, om}) TF_CUDA_CHECK(cudaFree(p));
   }
   std::printf(

@@ -1,6 +1,6 @@
 """GPU speed of tensorfold's CUDA backend against Transformers on the same GPU, in one run (device machine).
 
-  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N]
+  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N] [--only NAME]
 
 Cases: the two bundled demo models on examples/line1.png, and with --full the real LightOnOCR-1B
 (`lighton_ocr`) and Qwen3.5-0.8B shapes (random bf16 weights, built here by tools/reference/checkpoints.py
@@ -112,12 +112,15 @@ def main(argv):
     n = int(argv[argv.index("--new") + 1]) if "--new" in argv else 64
     cases = [(os.path.join(ROOT, "models", "demo-lighton"), "examples/line1.png"),
              (os.path.join(ROOT, "models", "demo-qwen35"), "examples/line1.png")]
+    only = argv[argv.index("--only") + 1] if "--only" in argv else None  # e.g. "lighton": one family's cases
+    if only:
+        cases = [c for c in cases if only in os.path.basename(c[0])]
     if "--full" in argv:
-        full = build_full("/tmp/tf-bench")
+        full = build_full("/tmp/tf-bench", tuple(s for s in ("lighton-1b", "qwen3_5-0.8b") if not only or only in s))
         cases += [(p, "examples/paragraph.png") for p in full]
         # The issue's page shapes: a 1190 x 1540 page for the 1B (2,333 prompt tokens), 1583 x 2048 for Qwen3.5.
-        cases += [(full[0], "tests/golden/images/page_1540x1190.png"),
-                  (full[1], "tests/golden/images/page_1583x2048.png")]
+        pages = {"lighton": "tests/golden/images/page_1540x1190.png", "qwen": "tests/golden/images/page_1583x2048.png"}
+        cases += [(p, next(img for k, img in pages.items() if k in os.path.basename(p))) for p in full]
     import torch
     lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
              f"transformers {__import__('transformers').__version__}; {n} new tokens, greedy, eos ignored",

@@ -11,18 +11,20 @@ namespace tf::test_hooks {
 // build has no CUDA backend.
 bool set_cuda_linear_small_rows_chunk(int kc);
 
-// Which tile configuration runs linears of more than 128 rows: 0 the default (128 x 128 blocks, the chunk
-// sums in shared memory), 1 128 x 64 blocks with the sums in registers, 2 .. cuda_linear_large_configs() - 1
-// the candidates of backend/cuda/linear_tc_large.cu (swizzled stages; their shapes are listed there and
-// in cuda_linear_large_config_name). All compute the same sums in the same order (a speed choice; the
-// contract test checks their bits are equal). False without CUDA.
+// Which tile configuration runs linears of more than 128 rows: 0 the first one (128 x 128 blocks, the chunk
+// sums in shared memory; cuda_linear_large_default() names the production one), 1 128 x 64 blocks with the
+// sums in registers, 2 .. cuda_linear_large_configs() - 1 the candidates of backend/cuda/linear_tc_large.cu
+// (swizzled stages; their shapes are listed there and in cuda_linear_large_config_name). All compute the same
+// sums in the same order (a speed choice; the contract test checks their bits are equal). False without CUDA.
 bool set_cuda_linear_large_config(int which);
 int cuda_linear_large_configs();                       // 0 without CUDA
+int cuda_linear_large_default();                       // the configuration production runs
 const char* cuda_linear_large_config_name(int which);  // e.g. "128x128 k64 s3 8w 64x32 reg"
 
-// Which flash-attention kernel runs (backend/cuda/attention_tc.cu): 0 the default, 1 .. the variants
+// Which flash-attention kernel runs (backend/cuda/attention_tc.cu): 0 the first, 1 .. the variants
 // listed there (same bits per row). False without CUDA.
 bool set_cuda_attention_variant(int which);
 int cuda_attention_variants();  // 0 without CUDA
+int cuda_attention_default();   // the variant production runs
 
 }  // namespace tf::test_hooks

@@ -154,6 +154,9 @@ __global__ void __launch_bounds__(128)
     if (pb == INT_MAX) break;
     prev_b = pb;
     const bool in_lo = rb[r_lo] == pb, in_hi = rb[r_hi] == pb;
+    // A warp with no row in this pass would see only fully masked tiles, which change nothing: it
+    // skips the math and only helps stage K/V (decode: one live warp, four loading).
+    const bool warp_live = __any_sync(0xffffffffu, in_lo || in_hi);
     const int e_lo = re[r_lo], e_hi = re[r_hi];
     const int n_tiles = (pe - pb + BN - 1) / BN;
     if (n_tiles <= 0) continue;
@@ -163,6 +166,7 @@ __global__ void __launch_bounds__(128)
       cp_async_wait<0>();
       __syncthreads();
       if (ti + 1 < n_tiles) load_kv((ti + 1) % 2, j0 + BN, pe);
+      if (!warp_live) continue;
       const bf16_t* kt = ks + (ti % 2) * BN * LD;
       const bf16_t* vt = vs + (ti % 2) * BN * LD;
 
@@ -263,16 +267,19 @@ __global__ void __launch_bounds__(128)
 using Paging = AttentionPaging;
 
 // 0: the kernel above; 1..: attention_tc_wide.cu's (test_hooks::set_cuda_attention_variant).
-std::atomic<int> g_variant{0};
+// The default: variant 1 (128 query rows per block, 8 warps, 3 stages), the fastest on the vision and
+// prefill shapes measured on the H200 (bench/attention: 1.38x variant 0 on a 9,350-patch image); calls
+// with few rows per sequence (decode) run variant 0 either way. Same bits per row in every variant.
+constexpr int kDefaultVariant = 1;
+std::atomic<int> g_variant{kDefaultVariant};
 
 template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
                float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                const Paging& pg) {
-  // Query rows per block: 64, or fewer when the call (paged: its average segment) has fewer, as in
-  // decode; a row's arithmetic is the same for every block size.
-  const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;
-  const int warps = per >= 64 ? 4 : static_cast<int>(std::max<int64_t>(1, (per + 15) / 16));
+  // Query rows per block: 64 (4 warps), also in decode, where one warp holds the segment's rows and
+  // the others help stage the K/V tiles (a row's arithmetic is the same for every block size).
+  const int warps = 4;
   const size_t smem = AttnCfg<DP, BN>::smem(4) * sizeof(bf16_t);
   static const bool attr = [&] {
     TF_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DP, BN>,
@@ -346,4 +353,5 @@ bool set_cuda_attention_variant(int which) {
   return true;
 }
 int cuda_attention_variants() { return 1 + tf::cuda::attention_tc_wide_variants(); }
+int cuda_attention_default() { return tf::cuda::kDefaultVariant; }
 }  // namespace tf::test_hooks

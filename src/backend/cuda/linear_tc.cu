@@ -46,7 +46,11 @@ constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
 // > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles (both below), 2.. the
 // swizzled candidates of linear_tc_large.cu (listed there). All the same bits.
-std::atomic<int> g_large_config{0};
+// The default: config 7 (linear_tc_large.cu: 128 x 64 blocks, k tiles of 64, 4 stages, 4 warps of 64 x 32,
+// register sums), the fastest on every prefill and vision shape measured on the H200 (bench/linear:
+// 2.0-2.5x config 0; BENCHMARKS.md "Fused decoder"). Every configuration gives the same bits.
+constexpr int kDefaultLargeConfig = 7;
+std::atomic<int> g_large_config{kDefaultLargeConfig};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -426,6 +430,7 @@ bool set_cuda_linear_large_config(int which) {
   return true;
 }
 int cuda_linear_large_configs() { return tf::cuda::linear_tc_large_end(); }
+int cuda_linear_large_default() { return tf::cuda::kDefaultLargeConfig; }
 const char* cuda_linear_large_config_name(int which) {
   if (which == 0) return "128x128 k32 s4 8w 64x32 smem (padded)";
   if (which == 1) return "128x64 k32 s4 8w 32x32 reg (padded)";

@@ -230,7 +230,7 @@ TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
 // candidates fall back to config 0), and bias or none.
 TEST_F(CudaContract, BatchInvarianceLinearLargeConfigs) {
   struct Restore {
-    ~Restore() { test_hooks::set_cuda_linear_large_config(0); }
+    ~Restore() { test_hooks::set_cuda_linear_large_config(test_hooks::cuda_linear_large_default()); }
   } restore;
   const int n_cfg = test_hooks::cuda_linear_large_configs();
   ASSERT_GE(n_cfg, 2);
@@ -546,7 +546,7 @@ TEST_F(CudaContract, PagedAttention) {
 // run the variant too) match as well; and one case per variant is held to the CPU tolerance.
 TEST_F(CudaContract, AttentionVariants) {
   struct Restore {
-    ~Restore() { test_hooks::set_cuda_attention_variant(0); }
+    ~Restore() { test_hooks::set_cuda_attention_variant(test_hooks::cuda_attention_default()); }
   } restore;
   const int n_var = test_hooks::cuda_attention_variants();
   ASSERT_GE(n_var, 1);
