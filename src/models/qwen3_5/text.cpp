@@ -167,10 +167,12 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
 
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
-  for (size_t l = 0; l < w_.layers.size(); ++l) {
+  // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
+  const size_t n_layers = w_.layers.size();
+  for (size_t l = 0; l < n_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
-    const std::string name = pre + ".layers." + std::to_string(l);
-    b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
+    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
     if (L.full_attention) {
       const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
       const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &tables.tensor(), &dseg.tensor()};
@@ -180,14 +182,13 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
       gated_deltanet(l, xn, parts, o);
       capture(capture_, b, name + ".linear_attn", o);
     }
-    b.add(h, o, h);
-    b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
+    b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
     gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
     capture(capture_, b, name + ".mlp", o);
-    b.add(h, o, h);
+    const Tensor& next_norm = l + 1 < n_layers ? w_.layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
+    b.add_rms_norm(h, o, next_norm, eps, RmsNormKind::kOnePlusWeight, xn);
     capture(capture_, b, name, h);
   }
-  b.rms_norm(h, w_.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   capture(capture_, b, pre + ".norm", xn);
   for (const SegRows& s : parts) {
     Qwen35Cache& c = *s.cache;
