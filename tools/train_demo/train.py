@@ -469,10 +469,10 @@ def main():
     log(f"tokenizer vocab {tok.get_vocab_size()} ids {ids['<|im_end|>']} {ids['<|image_pad|>']}")
     fam = qwen35 if qwen else lighton
     write_static_files(fam, args.family, tok, ids, static_dir)
-    if args.resume:  # the resumed checkpoint's own files win
+    if args.resume:  # the resumed checkpoint's tokenizer and template win; the processor settings are this recipe's
         import shutil
-        for fn in os.listdir(args.resume):
-            if fn not in ("model.safetensors", "README.md", "config.json"):
+        for fn in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+            if os.path.exists(os.path.join(args.resume, fn)):
                 shutil.copy(os.path.join(args.resume, fn), os.path.join(static_dir, fn))
     with open(os.path.join(static_dir, "preprocessor_config.json"), encoding="utf-8") as f:
         ip_cfg = json.load(f)
