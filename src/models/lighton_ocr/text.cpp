@@ -17,7 +17,7 @@
 
 namespace tf::lighton_ocr {
 namespace {
-constexpr int64_t kMaxGraphRows = 64;
+constexpr int64_t kMaxGraphRows = 256;  // decode steps of up to 256 sequences replay a graph
 int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p *= 2;
