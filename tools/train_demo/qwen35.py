@@ -8,7 +8,9 @@ import sys
 
 
 MIN_PIXELS = 4096      # processor size.shortest_edge: a 150 x 24 line stays at native scale (160 x 32)
-MAX_PIXELS = 1048576   # processor size.longest_edge (1024^2): a 1,600 x 1,200 page -> 1,184 x 864 (74 x 54 patches);
+MAX_PIXELS = 786432    # processor size.longest_edge (1024 x 768): a 1,600 x 1,200 page -> 1,024 x 768 (64 x 48 patches,
+# text at 0.64 x, as Pixtral's longest_edge 1008 gives lighton); a 2-core CPU takes ~3.6 s for examples/page.png's
+# vision and ~17 s for a 1,581 x 763 page (tensorfold, load average ~5, 2026-12-02);
 # the 560 x 56 lines and 560 x 224 blocks of the first recipe are resized to 576 x 64 and 576 x 224 as before
 
 # --qwen-size: "s" is the lines-only checkpoint of commit 21f078d (1.8 M parameters); "m" (default) doubles the
