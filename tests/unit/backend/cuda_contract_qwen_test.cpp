@@ -3,6 +3,7 @@
 // the elementwise ops in cuda_contract_test.cpp). Recurrent state outputs are compared like the
 // outputs. Same fixture and comparators as cuda_contract_test.cpp; skips without CUDA.
 #include <cmath>
+#include <utility>
 
 #include "cuda_contract_util.h"
 
@@ -16,14 +17,17 @@ constexpr DType kF32 = DType::F32;
 
 // ---- causal_conv1d_silu ----------------------------------------------------------------------
 // Two calls (n1 then n2 tokens) with the window carried on each backend; outputs and the window
-// after each call compared.
+// after each call compared, bit for bit (the CPU's arithmetic: separate f32 products and sums in
+// increasing j, both roundings; the window is a copy of raw inputs).
 TEST_F(CudaContract, CausalConv1dSilu) {
   struct Case {
     int64_t C, K, n1, n2;
     bool zero_state;
   };
-  const Case cases[] = {
-      {37, 4, 1, 1, true}, {37, 4, 7, 1, false}, {67, 2, 70, 3, false}, {8192, 4, 17, 1, true}};
+  // n <= 4 (or < K - 1) runs the one-launch kernel, more tokens the token-parallel one (causal_conv1d.cu).
+  const Case cases[] = {{37, 4, 1, 1, true},    {37, 4, 7, 1, false},     {67, 2, 70, 3, false},
+                        {8192, 4, 17, 1, true}, {6144, 4, 300, 5, false}, {29, 8, 2, 9, false},
+                        {64, 4, 5, 4, false},   {29, 8, 6, 40, true}};
   uint32_t seed = 2000;
   for (const Case& c : cases)
     for (DType act : kActs) {
@@ -211,6 +215,41 @@ TEST_F(CudaContract, GatedDeltaRuleRecurrent) {
       const std::string what = cat("gdr recurrent ", delta_str(c, act), " + 1");
       EXPECT_TRUE(Close(ref[0], got[0], what + " out"));
       EXPECT_TRUE(Close(ref[1], got[1], what + " state"));
+    }
+}
+
+// ---- causal_conv1d_silu, split ---------------------------------------------------------------
+// Within CUDA, exact: one call over n tokens against splits that mix the few-token kernel (<= 4 tokens,
+// one launch) and the many-token one (a thread per token and channel, then the window moved), the
+// window carried between calls; outputs and the final window bit for bit.
+TEST_F(CudaContract, CausalConv1dSiluSplitInvariance) {
+  struct Case {
+    int64_t C, K, n;
+  };
+  uint32_t seed = 2050;
+  for (const Case c : {Case{6144, 4, 150}, Case{67, 2, 40}, Case{29, 8, 33}})
+    for (DType act : kActs) {
+      SCOPED_TRACE(cat("C ", c.C, " K ", c.K, " ", dtype_name(act)));
+      Buffer x = randn(act, {c.n, c.C}, seed++, 2.0f), w = randn(act, {c.C, c.K}, seed++, 0.7f);
+      Buffer s0 = randn(act, {c.C, c.K - 1}, seed++, 2.0f);
+      auto run = [&](const std::vector<int64_t>& ends) {
+        auto dx = upload_new(dev(), x), dw = upload_new(dev(), w), ds = upload_new(dev(), s0);
+        auto out = dev().alloc(act, x.shape());
+        int64_t a = 0;
+        for (int64_t e : ends) {
+          dev().causal_conv1d_silu(dx.tensor().slice_rows(a, e), dw, ds, out.tensor().slice_rows(a, e));
+          a = e;
+        }
+        return std::pair{fetch(dev(), out), fetch(dev(), ds)};
+      };
+      const auto [o1, s1] = run({c.n});
+      const std::vector<std::vector<int64_t>> splits = {
+          {1, c.n}, {2, 3, 9, 10, c.n}, {5, 6, 7, 8, c.n - 1, c.n}, {4, 20, c.n}};
+      for (const std::vector<int64_t>& ends : splits) {
+        const auto [o2, s2] = run(ends);
+        EXPECT_TRUE(Exact(o1, o2)) << "out, " << ends.size() << " calls";
+        EXPECT_TRUE(Exact(s1, s2)) << "window, " << ends.size() << " calls";
+      }
     }
 }
 
