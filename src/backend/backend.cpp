@@ -98,5 +98,6 @@ const char* cuda_linear_large_config_name(int) { return ""; }
 bool set_cuda_attention_variant(int) { return false; }
 int cuda_attention_variants() { return 0; }
 int cuda_attention_default() { return 0; }
+bool set_cuda_delta_rule_variant(int) { return false; }
 }  // namespace tf::test_hooks
 #endif

@@ -293,9 +293,9 @@ class Backend {
   //   o_i = (q_i expf(c_i)) S + Σ_{j<=i} (q_i · k_j) P[i][j] v'_j;
   //   S = S expf(c_last) + Σ_i (k_i expf(c_last - c_i)) ⊗ v'_i.
   // Deterministic and independent of the thread count; a call over rows [0, 64m + r) equals calls
-  // over [0, 64m) and [64m, 64m + r) with the state carried, bit for bit. (The CUDA backend runs both
-  // forms as one per-token recurrence, held to the CPU by a tolerance: there any split of the rows
-  // into calls, through either entry point, gives the same bits.)
+  // over [0, 64m) and [64m, 64m + r) with the state carried, bit for bit. (The CUDA backend runs this
+  // arithmetic bit for bit; its optional per-token kernel, test_hooks::set_cuda_delta_rule_variant, runs
+  // both forms as one recurrence held to the CPU by a tolerance.)
   virtual void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                         const Tensor& beta, const Tensor& state, const Tensor& out) = 0;
   // recurrent (torch_recurrent_gated_delta_rule): the per-token loop above, one token after the

@@ -27,4 +27,9 @@ bool set_cuda_attention_variant(int which);
 int cuda_attention_variants();  // 0 without CUDA
 int cuda_attention_default();   // the variant production runs
 
+// Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
+// bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:
+// held to the CPU by a tolerance; off by default, see its header). False without CUDA.
+bool set_cuda_delta_rule_variant(int which);
+
 }  // namespace tf::test_hooks

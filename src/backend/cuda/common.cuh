@@ -1,10 +1,10 @@
 // Shared device helpers for the CUDA ops. The kernels that reproduce the CPU reference's arithmetic
-// (all but the tensor-core ones and the gated delta rule, which are held to it by a tolerance and
-// write their fmaf explicitly) follow backend/cpu/common.h: f32 math compiled with -fmad=false (no
-// a*b+c contraction), IEEE division
-// and sqrt, the same 8-lane summation order for every dot product, and RNE bf16 rounding with the
-// same NaN rule. Transcendentals are evaluated in double and rounded once to f32, which equals
-// glibc's float functions except where those are not correctly rounded (rare; see the contract test).
+// (all but the tensor-core ones and the optional per-token gated delta rule, which are held to it by
+// a tolerance and write their fmaf explicitly) follow backend/cpu/common.h: f32 math compiled with
+// -fmad=false (no a*b+c contraction), IEEE division and sqrt, the same 8-lane summation order for every dot
+// product, and RNE bf16 rounding with the same NaN rule. Transcendentals are evaluated in double and rounded
+// once to f32, which equals glibc's float functions except where those are not correctly rounded (rare; see
+// the contract test).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -1,6 +1,6 @@
 // CUDA ops, one per .cu file in this folder; semantics are those of backend/ops.h. Most results equal
 // the CPU reference's bit for bit (transcendental ops: see common.cuh); the tensor-core linear and
-// attention and the gated delta rule are held to it by a stated tolerance instead
+// attention (and the optional per-token delta rule) are held to it by a stated tolerance instead
 // (tools/cuda_check/README.md), and every op is exactly invariant within CUDA (a row's bits do not
 // depend on the call's other rows or on how a sequence was split into calls). Each launch_<op>
 // checks shapes on the host like its CPU twin and queues its kernels on `s`. Plain C++ header.
@@ -78,7 +78,12 @@ void launch_causal_conv1d_silu(cudaStream_t s, const Tensor& x, const Tensor& w,
                                const Tensor& out);
 void launch_gdn_gates(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& A_log,
                       const Tensor& dt_bias, const Tensor& g, const Tensor& beta);
-// Both entry points (chunked, recurrent) run the same per-token recurrence: same bits either way.
+// The CPU's chunked / recurrent arithmetic, bit for bit (gated_delta_rule.cu), or with
+// test_hooks::set_cuda_delta_rule_variant(1) one per-token recurrence for both entry points
+// (gated_delta_rule_seq.cu: held to the CPU by a tolerance, exactly split-invariant).
+void launch_gated_delta_rule_seq(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out,
+                                 bool chunked);
 void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out,
                              bool chunked);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 
+#include "backend/test_hooks.h"
 #include "cuda_contract_util.h"
 
 using namespace tf;
@@ -92,6 +93,13 @@ TEST_F(CudaContract, GdnGates) {
 }
 
 // ---- gated delta rule ------------------------------------------------------------------------
+// Two kernels (test_hooks::set_cuda_delta_rule_variant): the default runs the CPU's chunked and recurrent
+// arithmetic bit for bit (GatedDeltaRuleChunked*, GatedDeltaRuleRecurrent); the optional per-token one
+// (GatedDeltaRuleSeq*) is held to the CPU by the tolerance below and is exactly split-invariant.
+struct SeqVariant {  // the per-token kernel for one test's scope
+  SeqVariant() { EXPECT_TRUE(test_hooks::set_cuda_delta_rule_variant(1)); }
+  ~SeqVariant() { test_hooks::set_cuda_delta_rule_variant(0); }
+};
 // CUDA runs both entry points as one per-token recurrence (gated_delta_rule.cu: S = e^g S;
 // delta = (v - Sᵀk) β; S += k ⊗ delta; o = Sᵀq, with fmaf, its own summation order and Sᵀq of the
 // updated state expanded as e^g (Sᵀq) + delta (k·q)), while the CPU's chunked form runs the WY
@@ -201,7 +209,8 @@ double delta_bound(double cpu, double cuda, DType dt, double max_ref) {
 // then one more (decode on a carried state). Rows 1, 63, 64, 65, 130 and 4,000; the real shapes
 // (0.8B: 16 value and 16 key heads, 128 / 128; 4B: 32 value heads on 16 key heads), odd GQA (9 on 3),
 // every fast-path dk (32 .. 256) and dv not a multiple of 32, and the generic kernel (dk 33, dv 17).
-TEST_F(CudaContract, GatedDeltaRule) {
+TEST_F(CudaContract, GatedDeltaRuleSeq) {
+  const SeqVariant seq;
   const DeltaCase cases[] = {{1, 2, 4, 128, 128},     {63, 2, 4, 128, 128},  {64, 2, 4, 128, 128},
                              {65, 2, 4, 128, 128},    {130, 2, 4, 128, 128}, {300, 16, 16, 128, 128},
                              {100, 16, 32, 128, 128}, {200, 3, 9, 64, 32},   {70, 1, 2, 256, 256},
@@ -226,7 +235,8 @@ TEST_F(CudaContract, GatedDeltaRule) {
 }
 
 // Planted controls: the tolerance must reject each of these CPU results where it accepts the plain one.
-TEST_F(CudaContract, GatedDeltaRulePlantedControl) {
+TEST_F(CudaContract, GatedDeltaRuleSeqPlantedControl) {
+  const SeqVariant seq;
   const DeltaCase c{130, 2, 4, 128, 128};
   for (DType act : kActs) {
     SCOPED_TRACE(dtype_name(act));
@@ -279,7 +289,8 @@ TEST_F(CudaContract, GatedDeltaRulePlantedControl) {
 // recurrent entry point (one call, token by token, and mixed with chunked calls) — outputs and final
 // state bit for bit. Control: one k element of the last token moved by one bf16 ulp, or 1,024 f32 ulps
 // (2^-13 relative: a single f32 ulp can round away in the normalisation), must show in the state.
-TEST_F(CudaContract, GatedDeltaRuleSplitInvariance) {
+TEST_F(CudaContract, GatedDeltaRuleSeqSplitInvariance) {
+  const SeqVariant seq;
   const DeltaCase cases[] = {{300, 16, 16, 128, 128}, {130, 16, 32, 128, 128}, {200, 3, 9, 64, 32},
                              {70, 1, 2, 256, 256},    {130, 1, 2, 33, 17},     {65, 2, 2, 32, 48}};
   uint32_t seed = 2500;
@@ -316,6 +327,90 @@ TEST_F(CudaContract, GatedDeltaRuleSplitInvariance) {
         pert.k = bump(in.k, ((c.n - 1) * c.hk) * c.dk + 3, act == DType::BF16 ? 1 : 1024);
         EXPECT_TRUE(Differs(one[1], run_delta(dev(), pert, cut_at(odd, true))[1])) << "control: k changed";
       }
+}
+
+// ---- the default kernel (gated_delta_rule.cu): the CPU's arithmetic, bit for bit ------------
+TEST_F(CudaContract, GatedDeltaRuleChunked) {
+  const DeltaCase cases[] = {{1, 2, 4, 128, 128},    {63, 2, 4, 128, 128}, {64, 2, 4, 128, 128},
+                             {130, 2, 4, 128, 128},  {63, 1, 2, 33, 17},   {130, 1, 2, 33, 17},
+                             {130, 16, 32, 128, 128}};
+  uint32_t seed = 2200;
+  for (const DeltaCase& c : cases)
+    for (DType act : kActs)
+      for (bool zero_state : {true, false}) {
+        if (c.hk == 16 && !zero_state) continue;  // the realistic shape once per dtype
+        DeltaInputs in(c, act, seed += 10, zero_state);
+        const auto ref = run_delta(cpu(), in, one_call(c.n, true)),
+                   got = run_delta(dev(), in, one_call(c.n, true));
+        const std::string what = cat("gdr chunked ", delta_str(c, act), zero_state ? " fresh" : " carried");
+        EXPECT_TRUE(Close(ref[0], got[0], what + " out"));
+        EXPECT_TRUE(Close(ref[1], got[1], what + " state"));
+      }
+}
+
+// ops.h: a call over [0, 64m + r) equals calls over [0, 64m) and [64m, 64m + r) with the state
+// carried, bit for bit; checked on the CUDA backend alone, and the split against the CPU's split.
+TEST_F(CudaContract, GatedDeltaRuleChunkedSplit) {
+  const DeltaCase c{150, 2, 4, 128, 64};
+  for (DType act : kActs) {
+    SCOPED_TRACE(dtype_name(act));
+    DeltaInputs in(c, act, 2300, false);
+    const auto one = run_delta(dev(), in, one_call(c.n, true));
+    const auto split = run_delta(dev(), in, cut_at({64, 128, c.n}, true));
+    EXPECT_TRUE(Exact(one[0], split[0])) << "out: one call vs 64 + 64 + 22";
+    EXPECT_TRUE(Exact(one[1], split[1])) << "state: one call vs 64 + 64 + 22";
+    const auto cpu_split = run_delta(cpu(), in, cut_at({64, 128, c.n}, true));
+    EXPECT_TRUE(Close(cpu_split[0], split[0], "gdr chunked split out " + delta_str(c, act)));
+    EXPECT_TRUE(Close(cpu_split[1], split[1], "gdr chunked split state " + delta_str(c, act)));
+  }
+}
+
+TEST_F(CudaContract, GatedDeltaRuleChunkedPlantedControl) {
+  const DeltaCase c{130, 2, 4, 128, 128};
+  for (DType act : kActs) {
+    SCOPED_TRACE(dtype_name(act));
+    DeltaInputs in(c, act, 2400, false);
+    const auto got = run_delta(dev(), in, one_call(c.n, true));
+    const auto ref = run_delta(cpu(), in, one_call(c.n, true));
+    EXPECT_TRUE(Close(ref[0], got[0], "gdr control baseline out"));
+    EXPECT_TRUE(Close(ref[1], got[1], "gdr control baseline state"));
+    // One ulp on an element of k[129][1] (the last token; earlier ones decay away): the comparator must
+    // see it in the output and in the state.
+    DeltaInputs pert(c, act, 2400, false);
+    auto run_k = [&](const Buffer& k) {
+      pert.k = clone(k);
+      return std::move(run_delta(cpu(), pert, one_call(c.n, true))[0]);
+    };
+    const int64_t k0 = (129 * c.hk + 1) * c.dk;
+    pert.k = visible_bump(in.k, k0, k0 + c.dk, run_k);
+    const auto p = run_delta(cpu(), pert, one_call(c.n, true));
+    EXPECT_TRUE(Differs(p[0], got[0])) << "out, k + 1 ulp";
+    EXPECT_TRUE(Differs(p[1], got[1])) << "state, k + 1 ulp";
+    // A larger change (beta[129][1] -> 0) must also fail the tolerant check.
+    pert.k = clone(in.k);
+    pert.beta = poke(in.beta, 129 * c.hv + 1, -load_f32(in.beta.view(), 129 * c.hv + 1));
+    const auto p2 = run_delta(cpu(), pert, one_call(c.n, true));
+    EXPECT_FALSE(Close(p2[0], got[0], "gdr control beta -> 0 out (must fail)"));
+    EXPECT_FALSE(Close(p2[1], got[1], "gdr control beta -> 0 state (must fail)"));
+  }
+}
+
+// One-token decode (and a few tokens) on a carried state, then one more token.
+TEST_F(CudaContract, GatedDeltaRuleRecurrent) {
+  const DeltaCase cases[] = {
+      {1, 2, 4, 128, 128}, {3, 2, 4, 128, 128}, {2, 1, 2, 33, 17}, {1, 16, 32, 128, 128}};
+  uint32_t seed = 2500;
+  for (const DeltaCase& c : cases)
+    for (DType act : kActs) {
+      DeltaCase c2 = c;
+      c2.n = c.n + 1;
+      DeltaInputs in(c2, act, seed += 10, false);
+      const auto cuts = cut_at({c.n, c.n + 1}, false);
+      const auto ref = run_delta(cpu(), in, cuts), got = run_delta(dev(), in, cuts);
+      const std::string what = cat("gdr recurrent ", delta_str(c, act), " + 1");
+      EXPECT_TRUE(Close(ref[0], got[0], what + " out"));
+      EXPECT_TRUE(Close(ref[1], got[1], what + " state"));
+    }
 }
 
 // ---- causal_conv1d_silu, split ---------------------------------------------------------------
