@@ -67,13 +67,17 @@ class LightOnOcrModel final : public Model {
   struct TextScratch {
     DeviceBuffer h, cos, sin, xn, qkv, q, attn, o, gu, mid;
   };
-  // A recorded decode step of B one-row segments with block tables `width` wide: its input arena,
-  // activations, logits and graphs (greedy: with the argmax; logits: without).
+  // The recorded decode steps of B one-row segments: the bucket's activations and logits, and per block
+  // table width its input arena and graphs (greedy: with the argmax; logits: without). Widths share the
+  // bucket's buffers, so sequences of different capacities cost one set of activations per bucket.
   struct DecodeGraph {
-    DeviceBuffer in;
     TextScratch s;
     DeviceBuffer lg, lf, am;
-    std::unique_ptr<Backend::Graph> greedy, logits;
+    struct Recorded {
+      DeviceBuffer in;
+      std::unique_ptr<Backend::Graph> greedy, logits;
+    };
+    std::map<int64_t, Recorded> by_width;
   };
   TextScratch text_scratch(int64_t n);
   void text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
@@ -94,7 +98,7 @@ class LightOnOcrModel final : public Model {
   CaptureFn capture_;
   std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
   int64_t pool_blocks_ = 0;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<DecodeGraph>> graphs_;  // by (rows, table width)
+  std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by bucket rows B
 };
 
 // Registry entry for "lighton_ocr" and "mistral3".

@@ -132,28 +132,30 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   return lm_head_logits(b, s.xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
 }
 
-// One-row segments, n <= kMaxGraphRows: inputs padded to B rows and uploaded into the bucket's
-// buffers; the bucket's first step runs op by op and records the graph, later steps replay it.
+// One-row segments, n <= kMaxGraphRows: inputs padded to B rows and uploaded into the bucket's arena for
+// this table width; the first step of a (bucket, width, output) runs op by op and records the graph,
+// later steps replay it.
 Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const PagedStep& paged,
                                                     int64_t width, StepOutput out) {
   const TextConfig& t = cfg_.text;
   Backend& b = backend_;
   const int64_t n = rows.n_rows(), B = pow2_at_least(n), half = t.head_dim / 2, vocab = t.vocab_size;
-  std::unique_ptr<DecodeGraph>& slot = graphs_[{B, width}];
+  std::unique_ptr<DecodeGraph>& slot = graphs_[B];
   if (!slot) {
     slot = std::make_unique<DecodeGraph>();
     DecodeGraph& g = *slot;
-    g.in = b.alloc(DType::I32, {B * (5 + width + half) + 1});
     g.s = text_scratch(B);
     g.lg = b.alloc(info_.dtype, {B, vocab});
     g.lf = b.alloc(DType::F32, {B, vocab});
     g.am = b.alloc(DType::I32, {B});
   }
   DecodeGraph& g = *slot;
+  DecodeGraph::Recorded& rec = g.by_width[width];
+  if (rec.in.empty()) rec.in = b.alloc(DType::I32, {B * (5 + width + half) + 1});
   // The input arena, i32: ids[B] | ranges[B, 2] | slots[B] | seg_rows[B + 1] | tables[B, width] |
   // angles[B, half] (f32 bits). A padding row: token 0 at position 0, stores no K/V (slot -1) and
   // attends to key 0 of pool block 0 (table row of zeros): finite values nobody reads.
-  std::vector<int32_t> a(static_cast<size_t>(g.in.tensor().numel()), 0);
+  std::vector<int32_t> a(static_cast<size_t>(rec.in.tensor().numel()), 0);
   int32_t* ids = a.data();
   int32_t* ranges = ids + B;
   int32_t* slots = ranges + 2 * B;
@@ -174,9 +176,9 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
   for (int64_t i = 0; i <= B; ++i) seg[i] = static_cast<int32_t>(i);
   const Buffer ang = rope_angles_1d(positions, rope_inv_freq(t.head_dim, t.rope_theta));
   std::copy_n(ang.as<float>(), B * half, angles);
-  b.upload(g.in, a.data());
+  b.upload(rec.in, a.data());
 
-  const Tensor& in = g.in.tensor();
+  const Tensor& in = rec.in.tensor();
   auto view = [&](int64_t off, Shape shape, DType dt = DType::I32) {
     return Tensor{static_cast<int32_t*>(in.data) + off, dt, std::move(shape)};
   };
@@ -189,8 +191,8 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
     b.cast(g.lg, g.lf);
     if (out == StepOutput::kArgmax) b.argmax(g.lf, g.am);
   };
-  // A graph is recorded for each (bucket, output) pair: argmax is part of the greedy one.
-  std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax ? g.greedy : g.logits;
+  // A graph is recorded for each (bucket, width, output): argmax is part of the greedy one.
+  std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax ? rec.greedy : rec.logits;
   if (graph) {
     b.replay(*graph);
   } else {

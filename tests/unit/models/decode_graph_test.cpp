@@ -3,7 +3,8 @@
 // a power of two, recorded once per (bucket, output) and replayed. Every sequence's logits and greedy
 // ids must equal the same sequence decoded alone, op by op, on the plain backend, bit for bit: five
 // sequences (bucket 8), three (bucket 4) and one (bucket 1), decoding across a 64-position block
-// boundary, with both outputs (f32 logits, device argmax). No allocation or copy may happen during a
+// boundary, with both outputs (f32 logits, device argmax), and capacities that give two block-table
+// widths (each recorded apart, on the bucket's shared buffers). No allocation or copy may happen during a
 // capture. Planted control: a linear whose bits depend on the row count, under the recorder, must
 // make the comparison fail (the padded bucket has more rows than the solo step).
 #include <gtest/gtest.h>
@@ -69,7 +70,7 @@ DecodeRun decode(Model& m, int n_seqs, int group) {
   const int64_t V = m.info().vocab_size;
   std::vector<std::unique_ptr<SequenceCache>> caches;
   for (int j = 0; j < n_seqs; ++j) {
-    caches.push_back(m.new_cache(256));
+    caches.push_back(m.new_cache(j % 2 ? 1024 : 256));  // two block-table widths share a bucket's buffers
     ForwardBatch b;
     for (int p = 0; p < prompt_len(j); ++p) {
       b.token_ids.push_back(token(m, j, p));
