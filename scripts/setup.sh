@@ -6,7 +6,7 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS="build-essential cmake ninja-build pkg-config git clang clang-format clang-tidy libclang-rt-14-dev \
   libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev \
   libpcre2-dev libutf8proc-dev libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev xz-utils \
-  libpoppler-cpp-dev fonts-dejavu-core"
+  libpoppler-cpp-dev fonts-dejavu-core python3 python3-yaml"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

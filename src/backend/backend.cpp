@@ -45,10 +45,16 @@ Expected<std::unique_ptr<Backend>> create_backend(std::string_view name) {
   }
 #ifdef TF_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend();
+  if (name.substr(0, 5) == "cuda:") {
+    const std::string idx(name.substr(5));
+    if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 4)
+      return make_error("backend '" + std::string(name) + "': cuda:N takes a GPU number");
+    return make_cuda_backend(nullptr, std::stoi(idx));
+  }
   return make_error("unknown backend '" + std::string(name) +
                     "' (auto, cpu or cuda; this build has: cpu, cuda)");
 #else
-  if (name == "cuda")
+  if (name == "cuda" || name.substr(0, 5) == "cuda:")
     return make_error(
         "this build has no cuda backend: configure where nvcc is installed (TF_CUDA=AUTO) or with "
         "-DTF_CUDA=ON");

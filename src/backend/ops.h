@@ -101,6 +101,9 @@ class Backend {
   // Device memory not in use (a GPU's free memory; 0 on the CPU, whose memory is the host's).
   virtual size_t free_device_memory() { return 0; }
   virtual void free_memory(void* data) = 0;  // used by DeviceBuffer
+  // Makes the calling thread's work go to this backend's device (a thread that did not create the
+  // backend calls it once before its first op: the engine thread; CUDA: cudaSetDevice). No-op on CPU.
+  virtual void bind_thread() {}
 
   // ---- recorded op sequences (optional) -------------------------------------------------------
   // A backend that can record ops and replay them (CUDA graphs) says so in can_capture(). Between
@@ -324,8 +327,8 @@ class Backend {
   virtual void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) = 0;
 };
 
-// Creates a backend by name: "cpu"; "cuda" where built; "auto": cuda when this build has it and
-// a GPU can be initialised, else cpu, logging one line with the choice and its reason. Error if
+// Creates a backend by name: "cpu"; "cuda" (GPU 0) or "cuda:N" where built; "auto": cuda when this build has
+// it and a GPU can be initialised, else cpu, logging one line with the choice and its reason. Error if
 // unknown, or "cuda" not built or without a usable GPU.
 Expected<std::unique_ptr<Backend>> create_backend(std::string_view name);
 

@@ -1,6 +1,8 @@
 #include "cli/engine_factory.h"
 
+#include "base/log.h"
 #include "runtime/engine.h"
+#include "runtime/engine_group.h"
 
 namespace tf::cli {
 
@@ -22,8 +24,26 @@ EngineFactory engine_factory() {
     e.max_queue = o.max_queue;
     e.kv_cache_mb = static_cast<double>(o.kv_cache_mb);
     TF_ASSIGN(e.drafts.mode, parse_draft_mode(o.no_drafts ? "off" : o.drafts));
-    TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
-    return std::unique_ptr<EngineApi>(std::move(engine));
+    // --devices: one engine per GPU; --replicas: N engines on the backend; several go behind a router.
+    std::vector<std::string> backends;
+    for (int d : o.devices) backends.push_back("cuda:" + std::to_string(d));
+    if (backends.empty()) backends.assign(static_cast<size_t>(o.replicas), o.backend);
+    if (backends.size() == 1) {
+      e.backend = backends[0];
+      TF_ASSIGN(std::unique_ptr<Engine> engine, Engine::create(e));
+      return std::unique_ptr<EngineApi>(std::move(engine));
+    }
+    std::vector<std::shared_ptr<EngineApi>> engines;
+    for (size_t i = 0; i < backends.size(); ++i) {
+      e.backend = backends[i];
+      auto made = Engine::create(e);
+      if (!made.ok())
+        return make_error("engine " + std::to_string(i) + " (" + backends[i] + "): " + made.error().message);
+      engines.push_back(std::shared_ptr<EngineApi>(std::move(made).value()));
+      log_info("engine " + std::to_string(i) + " of " + std::to_string(backends.size()) + " on " +
+               backends[i]);
+    }
+    return std::unique_ptr<EngineApi>(std::make_unique<EngineGroup>(std::move(engines)));
   };
 }
 

@@ -310,6 +310,7 @@ int64_t Engine::blocks_to_start(const Sequence& s) const {
 }
 
 void Engine::loop() {
+  pipe_->model().backend().bind_thread();  // this thread's work goes to the engine's device
   std::vector<std::unique_ptr<Sequence>> active;
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> incoming;

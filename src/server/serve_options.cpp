@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -72,6 +73,10 @@ const FlagSpec kFlags[] = {
     {"--drafts", "auto|copy|mtp|off",
      "draft source: copy = prompt lookup, mtp = the checkpoint's MTP layers, auto = mtp where the "
      "checkpoint has them, else copy; output is the same either way (default: auto)"},
+    {"--devices", "LIST",
+     "one engine per GPU of LIST (e.g. 0,1; implies --backend cuda) behind one server; a request goes to "
+     "the engine that holds its page's cache unless that one is busier (default: one engine)"},
+    {"--replicas", "N", "N engines on --backend behind one server, routed as --devices routes (default: 1)"},
     {"--help", nullptr, "print this help and exit"},
 };
 
@@ -89,6 +94,20 @@ Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
     o.backend = v;
   } else if (flag == "--context") {
     TF_ASSIGN(o.context, parse_int(flag, v, 0, int64_t{1} << 24));
+  } else if (flag == "--devices") {
+    o.devices.clear();
+    size_t at = 0;
+    while (at <= v.size()) {
+      const size_t comma = std::min(v.find(',', at), v.size());
+      TF_ASSIGN(int64_t d, parse_int(flag, v.substr(at, comma - at), 0, 1023));
+      if (std::find(o.devices.begin(), o.devices.end(), static_cast<int>(d)) != o.devices.end())
+        return make_error("--devices lists GPU " + std::to_string(d) + " twice");
+      o.devices.push_back(static_cast<int>(d));
+      at = comma + 1;
+    }
+  } else if (flag == "--replicas") {
+    TF_ASSIGN(int64_t n, parse_int(flag, v, 1, 64));
+    o.replicas = static_cast<int>(n);
   } else if (flag == "--parallel") {
     TF_ASSIGN(int64_t n, parse_int(flag, v, 1, 1024));
     o.parallel = static_cast<int>(n);
@@ -188,6 +207,11 @@ Expected<ServeArgs> parse_serve_args(const std::vector<std::string>& args) {
   if (!out.help && !have_ckpt)
     return make_error(
         "missing CKPT (a checkpoint directory); usage: tensorfold serve CKPT [flags], see --help");
+  const ServeOptions& o = out.options;
+  if (!o.devices.empty() && o.replicas > 1)
+    return make_error("--devices and --replicas exclude each other (--devices runs one engine per GPU)");
+  if (!o.devices.empty() && o.backend == "cpu")
+    return make_error("--devices names GPUs: it cannot run with --backend cpu");
   return out;
 }
 

@@ -33,6 +33,10 @@ struct ServeOptions {
   int64_t kv_cache_mb = 0;                // paged K/V pool; 0: from the memory there is
   bool no_drafts = false;
   std::string drafts = "auto";  // auto | copy | mtp | off (runtime/drafts.h); --no-drafts = off
+  // Several engines behind one server (runtime/engine_group.h): one per listed GPU (--devices 0,1), or
+  // `replicas` engines on --backend (--replicas N; 1: a single engine, no router).
+  std::vector<int> devices;
+  int replicas = 1;
 
   // The name /v1/models lists and `model` must match: --name, else the checkpoint's last path
   // component (trailing slashes ignored).

@@ -37,6 +37,7 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, cudaStream_t stream) : device_(device), s_(stream) {}
   ~CudaBackend() override {
+    cudaSetDevice(device_);
     cudaStreamSynchronize(s_);
     cudaStreamDestroy(s_);
   }
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer alloc(DType dtype, const Shape& shape) override {
     Tensor t{nullptr, dtype, shape};
     const size_t bytes = std::max<size_t>(256, (t.nbytes() + 255) / 256 * 256);
+    bind_thread();  // memory calls may come from a thread other than the engine's (loading, teardown)
     TF_CUDA_CHECK(cudaMallocAsync(&t.data, bytes, s_));
     TF_CUDA_CHECK(cudaMemsetAsync(t.data, 0, bytes, s_));
     return DeviceBuffer(this, t);
@@ -65,14 +67,19 @@ class CudaBackend final : public Backend {
     return d;
   }
   void synchronize() override { TF_CUDA_CHECK(cudaStreamSynchronize(s_)); }
-  void free_memory(void* data) override { TF_CUDA_CHECK(cudaFreeAsync(data, s_)); }
+  void free_memory(void* data) override {
+    bind_thread();
+    TF_CUDA_CHECK(cudaFreeAsync(data, s_));
+  }
   size_t free_device_memory() override {
+    bind_thread();
     TF_CUDA_CHECK(cudaStreamSynchronize(s_));
     size_t free = 0, total = 0;
     TF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
     return free;
   }
 
+  void bind_thread() override { TF_CUDA_CHECK(cudaSetDevice(device_)); }
   bool can_capture() const override { return true; }
   void begin_capture() override {
     // Thread-local: only this thread's unsafe calls are refused meanwhile (a server thread may query
@@ -195,25 +202,27 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description) {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description, int index) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)
     return make_error(std::string("the cuda backend found no usable GPU: ") + cudaGetErrorString(e));
   if (n == 0) return make_error("the cuda backend found no GPU (cudaGetDeviceCount = 0)");
-  const int device = 0;
+  if (index < 0 || index >= n)
+    return make_error("the cuda backend has no GPU " + std::to_string(index) + ": " + std::to_string(n) +
+                      " visible (0.." + std::to_string(n - 1) + ")");
+  const int device = index;
   // A device that is listed but cannot be initialised (busy in exclusive mode, lost, driver
   // mismatch) is a refusal with its reason, not an abort: `--backend auto` then falls back.
   e = cudaSetDevice(device);
   if (e == cudaSuccess) e = cudaFree(nullptr);  // creates the context
   if (e != cudaSuccess)
-    return make_error(
-        std::string("the cuda backend found no usable GPU: device 0 could not be initialised: ") +
-        cudaGetErrorString(e));
+    return make_error("the cuda backend found no usable GPU: device " + std::to_string(device) +
+                      " could not be initialised: " + cudaGetErrorString(e));
   if (description) {
     cudaDeviceProp prop{};
     std::string name = cudaGetDeviceProperties(&prop, device) == cudaSuccess ? prop.name : "unknown";
-    *description = "GPU 0 of " + std::to_string(n) + " is usable: " + name;
+    *description = "GPU " + std::to_string(device) + " of " + std::to_string(n) + " is usable: " + name;
   }
   // Freed blocks stay in the default pool instead of going back to the driver at each sync.
   cudaMemPool_t pool;

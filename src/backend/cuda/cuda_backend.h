@@ -9,5 +9,6 @@
 namespace tf {
 // Error (not an abort) when no CUDA device is usable: the message says why (driver, no device,
 // a device that cannot be initialised). On success *device (when given) describes the GPU chosen.
-Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* device = nullptr);
+// GPU `index` (CUDA's numbering, as nvidia-smi lists them unless CUDA_VISIBLE_DEVICES says otherwise).
+Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* device = nullptr, int index = 0);
 }  // namespace tf

@@ -102,6 +102,25 @@ TEST(ServeOptions, Errors) {
   EXPECT_EQ(error_of({"a", "--drafts", "fast"}), "--drafts must be auto, copy, mtp or off, got 'fast'");
   EXPECT_EQ(error_of({"a", "--allowed-media-dir", "/nonexistent/dir"}),
             "--allowed-media-dir '/nonexistent/dir' is not an existing directory");
+  EXPECT_EQ(error_of({"a", "--devices", "0,x"}), "--devices expects an integer, got 'x'");
+  EXPECT_EQ(error_of({"a", "--devices", "0,"}), "--devices expects an integer, got ''");
+  EXPECT_EQ(error_of({"a", "--devices", "1,1"}), "--devices lists GPU 1 twice");
+  EXPECT_EQ(error_of({"a", "--replicas", "0"}), "--replicas must be between 1 and 64, got 0");
+  EXPECT_EQ(error_of({"a", "--devices", "0,1", "--replicas", "2"}),
+            "--devices and --replicas exclude each other (--devices runs one engine per GPU)");
+  EXPECT_EQ(error_of({"a", "--devices", "0", "--backend", "cpu"}),
+            "--devices names GPUs: it cannot run with --backend cpu");
+}
+
+TEST(ServeOptions, DevicesAndReplicas) {
+  auto r = parse({"a", "--devices", "0,3,1"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->options.devices, (std::vector<int>{0, 3, 1}));
+  EXPECT_EQ(r->options.replicas, 1);
+  r = parse({"a", "--replicas=3", "--backend", "cpu"});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->options.devices.empty());
+  EXPECT_EQ(r->options.replicas, 3);
 }
 
 TEST(ServeOptions, HelpListsEveryFlagWithDefault) {
@@ -113,7 +132,7 @@ TEST(ServeOptions, HelpListsEveryFlagWithDefault) {
   for (const char* flag :
        {"--backend", "--vision", "--context", "--parallel", "--no-thinking", "--name", "--host", "--port",
         "--temperature", "--max-tokens", "--api-key", "--max-body-mb", "--max-image-pixels",
-        "--allowed-media-dir", "--cache-mb", "--no-drafts", "--drafts"}) {
+        "--allowed-media-dir", "--cache-mb", "--no-drafts", "--drafts", "--devices", "--replicas"}) {
     size_t at = h.find(std::string("  ") + flag + " ");
     ASSERT_NE(at, std::string::npos) << flag;
     std::string line = h.substr(at, h.find('\n', at) - at);
