@@ -80,6 +80,7 @@ class LightOnOcrModel final : public Model {
     std::map<int64_t, Recorded> by_width;
   };
   TextScratch text_scratch(int64_t n);
+  const std::vector<float>& text_inv_freq();  // RoPE inverse frequencies, computed once
   void text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
                   std::span<const Segment> segs);
   Expected<Buffer> decode_graph_step(const StepRows& rows, const PagedStep& paged, int64_t width,
@@ -98,6 +99,7 @@ class LightOnOcrModel final : public Model {
   CaptureFn capture_;
   std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
   int64_t pool_blocks_ = 0;
+  std::vector<float> inv_freq_;
   std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by bucket rows B
 };
 

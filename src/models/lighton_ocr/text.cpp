@@ -25,6 +25,11 @@ int64_t pow2_at_least(int64_t n) {
 }
 }  // namespace
 
+const std::vector<float>& LightOnOcrModel::text_inv_freq() {
+  if (inv_freq_.empty()) inv_freq_ = rope_inv_freq(cfg_.text.head_dim, cfg_.text.rope_theta);
+  return inv_freq_;
+}
+
 LightOnOcrModel::TextScratch LightOnOcrModel::text_scratch(int64_t n) {
   const TextConfig& t = cfg_.text;
   Backend& b = backend_;
@@ -120,8 +125,7 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
 
   Backend& b = backend_;
   DeviceBuffer ids = upload_i32(b, rows.token_ids);
-  DeviceBuffer angles =
-      upload_new(b, rope_angles_1d(rows.positions, rope_inv_freq(t.head_dim, t.rope_theta)));
+  DeviceBuffer angles = upload_new(b, rope_angles_1d(rows.positions, text_inv_freq()));
   DeviceBuffer ranges = b.alloc(DType::I32, {n, 2});  // causal over each sequence's own cache
   b.upload(ranges, rows.causal_ranges().data());
   DeviceBuffer slots = upload_i32(b, paged.slots), seg_rows = upload_i32(b, paged.seg_rows);
@@ -155,13 +159,16 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
   // The input arena, i32: ids[B] | ranges[B, 2] | slots[B] | seg_rows[B + 1] | tables[B, width] |
   // angles[B, half] (f32 bits). A padding row: token 0 at position 0, stores no K/V (slot -1) and
   // attends to key 0 of pool block 0 (table row of zeros): finite values nobody reads.
+  // Offsets of the arena's parts, in i32 elements: the host copy and the device views both use them.
+  const int64_t o_ranges = B, o_slots = 3 * B, o_seg = 4 * B, o_tables = 5 * B + 1,
+                o_angles = o_tables + B * width;
   std::vector<int32_t> a(static_cast<size_t>(rec.in.tensor().numel()), 0);
   int32_t* ids = a.data();
-  int32_t* ranges = ids + B;
-  int32_t* slots = ranges + 2 * B;
-  int32_t* seg = slots + B;
-  int32_t* tables = seg + B + 1;
-  auto* angles = reinterpret_cast<float*>(tables + B * width);
+  int32_t* ranges = ids + o_ranges;
+  int32_t* slots = ids + o_slots;
+  int32_t* seg = ids + o_seg;
+  int32_t* tables = ids + o_tables;
+  auto* angles = reinterpret_cast<float*>(ids + o_angles);
   std::vector<int32_t> positions(static_cast<size_t>(B), 0);
   const std::vector<int32_t> causal = rows.causal_ranges();
   for (int64_t i = 0; i < B; ++i) {
@@ -174,7 +181,7 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
     if (real) std::copy_n(paged.tables.begin() + i * paged.max_blocks, paged.max_blocks, tables + i * width);
   }
   for (int64_t i = 0; i <= B; ++i) seg[i] = static_cast<int32_t>(i);
-  const Buffer ang = rope_angles_1d(positions, rope_inv_freq(t.head_dim, t.rope_theta));
+  const Buffer ang = rope_angles_1d(positions, text_inv_freq());
   std::copy_n(ang.as<float>(), B * half, angles);
   b.upload(rec.in, a.data());
 
@@ -182,9 +189,9 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
   auto view = [&](int64_t off, Shape shape, DType dt = DType::I32) {
     return Tensor{static_cast<int32_t*>(in.data) + off, dt, std::move(shape)};
   };
-  const TextInputs inputs{view(0, {B}),         view(5 * B + 1 + B * width, {B, half}, DType::F32),
-                          view(B, {B, 2}),      view(3 * B, {B}),
-                          view(4 * B, {B + 1}), view(5 * B + 1, {B, width})};
+  const TextInputs inputs{view(0, {B}),           view(o_angles, {B, half}, DType::F32),
+                          view(o_ranges, {B, 2}), view(o_slots, {B}),
+                          view(o_seg, {B + 1}),   view(o_tables, {B, width})};
   auto record = [&] {
     text_stack(inputs, g.s, nullptr, {});
     b.linear(g.s.xn, w_.lm_head_weight(), nullptr, g.lg);
