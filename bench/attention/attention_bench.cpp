@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../bench_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/test_hooks.h"
@@ -24,23 +25,10 @@ namespace {
 using tf::DType;
 using tf::Tensor;
 
-void* dev_alloc(size_t bytes) {
-  void* p = nullptr;
-  TF_CUDA_CHECK(cudaMalloc(&p, bytes));
-  return p;
-}
+using tf::bench::dev_alloc;
 
 // Deterministic bf16 values in about ±[2^-3, 2), never NaN or Inf (scores of a few units, as in a layer).
-void fill(void* dev, int64_t n, uint32_t seed) {
-  std::vector<uint16_t> h(static_cast<size_t>(n));
-  uint32_t s = seed * 2654435761u + 1;
-  for (auto& v : h) {
-    s = s * 1664525u + 1013904223u;
-    const uint32_t mant = (s >> 9) & 0x7f, sign = (s >> 31) << 15, ex = 124 + ((s >> 16) & 3);
-    v = static_cast<uint16_t>(sign | (ex << 7) | mant);
-  }
-  TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-}
+void fill(void* dev, int64_t n, uint32_t seed) { tf::bench::fill_bf16(dev, n, seed, 124, 3); }
 
 struct Shape {
   const char* name;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_cuda.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/test_hooks.h"
@@ -43,23 +44,10 @@ constexpr LinearShape kShapes[] = {
 constexpr int64_t kRows[] = {1, 8, 32, 64};
 constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
 
-void* dev_alloc(size_t bytes) {
-  void* p = nullptr;
-  TF_CUDA_CHECK(cudaMalloc(&p, bytes));
-  return p;
-}
+using tf::bench::dev_alloc;
 
 // Deterministic bf16 values of magnitude 2^-12 .. 2^-4 (like a trained layer's), never NaN or Inf.
-void fill(void* dev, int64_t n, uint32_t seed) {
-  std::vector<uint16_t> h(static_cast<size_t>(n));
-  uint32_t s = seed * 2654435761u + 1;
-  for (auto& v : h) {
-    s = s * 1664525u + 1013904223u;
-    const uint32_t mant = (s >> 9) & 0x7f, sign = (s >> 31) << 15, ex = 115 + ((s >> 16) & 7);
-    v = static_cast<uint16_t>(sign | (ex << 7) | mant);
-  }
-  TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-}
+void fill(void* dev, int64_t n, uint32_t seed) { tf::bench::fill_bf16(dev, n, seed, 115, 7); }
 
 struct Timing {
   double eager_us, graph_us;

@@ -1,0 +1,33 @@
+// Shared by the CUDA kernel benches (bench/linear, bench/attention): device buffers and deterministic bf16
+// inputs. Plain C++ over the CUDA runtime API.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace tf::bench {
+
+inline void* dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  TF_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+// n deterministic bf16 values into `dev`, never NaN or Inf: random sign and 7-bit mantissa, biased exponent
+// ex_base + (a random value & ex_mask) (115 + 0..7: magnitudes 2^-12 .. 2^-4, like a trained layer's weights;
+// 124 + 0..3: ±[2^-3, 2), like attention inputs).
+inline void fill_bf16(void* dev, int64_t n, uint32_t seed, uint32_t ex_base, uint32_t ex_mask) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& v : h) {
+    s = s * 1664525u + 1013904223u;
+    const uint32_t mant = (s >> 9) & 0x7f, sign = (s >> 31) << 15, ex = ex_base + ((s >> 16) & ex_mask);
+    v = static_cast<uint16_t>(sign | (ex << 7) | mant);
+  }
+  TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+}
+
+}  // namespace tf::bench
