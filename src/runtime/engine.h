@@ -65,6 +65,9 @@ class Engine final : public EngineApi {
   Expected<std::vector<int32_t>> tokenize(const GenerationRequest& request) override;
   Expected<std::string> detokenize(const std::vector<int32_t>& ids) override;
   std::string metrics_text() const override;
+  // While held, queued requests wait in the queue (running ones go on); on release the next step
+  // admits every request that fits at once. Lets tests start several requests in one step.
+  void hold_admission(bool hold);
 
   struct Sequence;  // engine-thread state of one request (engine_sequence.h)
   struct Work;      // one sequence's rows in a step
@@ -76,8 +79,10 @@ class Engine final : public EngineApi {
   void admit(std::unique_ptr<Sequence>& s);
   // engine_step.cpp: one step over the active sequences (finished ones are reset).
   void run_step(std::vector<std::unique_ptr<Sequence>>& active);
-  // Vision phase: encodes the images (false when the sequence finished).
-  bool run_vision(Sequence& s);
+  // engine_vision.cpp: the vision phase of the step's new sequences: their images (those after the
+  // prompt-cache resume point, not in the vision cache) encoded in one encoder call; ok[i] false when
+  // sequence i finished (a bad image: 400; a client that left: client-left).
+  void run_vision(const std::vector<Sequence*>& seqs, std::vector<bool>& ok);
   // The rows of a prefill chunk of at most max_rows (false: none fit) / of a decode step.
   bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
   Status plan_decode(Sequence& s, Work& w);
@@ -107,12 +112,6 @@ class Engine final : public EngineApi {
   // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
   // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
   int64_t resume_from_cache(const Prompt& p, SequenceCache& cache, std::vector<std::string>& keys);
-  // Vision rows [Σ n_tokens, hidden] of the images that have rows at or after resume_pos, from the
-  // vision cache or the encoder; rows_done = rows of the first such image before resume_pos.
-  // Encodes image by image and stops (error) as soon as *cancelled is set: a client that leaves
-  // during vision encoding is dropped after the image being encoded.
-  Expected<DeviceBuffer> encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done,
-                                            const std::atomic<bool>* cancelled = nullptr);
   // Caches the prompt blocks that end in (begin, end], just computed by a prefill forward.
   void cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
                            int64_t end);
@@ -130,6 +129,7 @@ class Engine final : public EngineApi {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> queue_;
   bool stop_ = false;
+  bool held_ = false;  // hold_admission
   std::thread thread_;
   mutable EngineMetrics metrics_;
   std::unique_ptr<PrefixCache> cache_;  // null when --cache-mb 0; engine thread only
