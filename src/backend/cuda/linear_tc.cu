@@ -51,6 +51,10 @@ std::atomic<int> g_planted_small_chunk{0};
 // 2.0-2.5x config 0; BENCHMARKS.md "Fused decoder"). Every configuration gives the same bits.
 constexpr int kDefaultLargeConfig = 7;
 std::atomic<int> g_large_config{kDefaultLargeConfig};
+// <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
+// same bits.
+constexpr int kDefaultSmallConfig = 0;
+std::atomic<int> g_small_config{kDefaultSmallConfig};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -376,8 +380,12 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const bool vec =
       in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
   const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  const int small = g_small_config.load(std::memory_order_relaxed);
+  if (n <= 64 && small > 0 &&
+      launch_linear_tc_small(s, small, x, w, bias, out, n <= 16 && planted ? planted : kChunk))
+    return;
   if (n <= 16) {
-    const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
     const int kc = planted ? planted : kChunk;
     // 8 columns per block up to ~2 waves of blocks on 132 SMs (k/v/o/down: 128 blocks), 16 beyond
     // (lm_head); 8 warps where k has more than 4 chunks (down: 12 chunks in 2 rounds instead of 3).
@@ -435,6 +443,16 @@ const char* cuda_linear_large_config_name(int which) {
   if (which == 0) return "128x128 k32 s4 8w 64x32 smem (padded)";
   if (which == 1) return "128x64 k32 s4 8w 32x32 reg (padded)";
   return tf::cuda::linear_tc_large_name(which);
+}
+bool set_cuda_linear_small_config(int which) {
+  TF_CHECK(which >= 0 && which <= tf::cuda::linear_tc_small_variants());
+  tf::cuda::g_small_config.store(which, std::memory_order_relaxed);
+  return true;
+}
+int cuda_linear_small_configs() { return 1 + tf::cuda::linear_tc_small_variants(); }
+int cuda_linear_small_default() { return tf::cuda::kDefaultSmallConfig; }
+const char* cuda_linear_small_config_name(int which) {
+  return which == 0 ? "chunks (linear_tc.cu)" : tf::cuda::linear_tc_small_name(which);
 }
 bool set_cuda_linear_small_rows_chunk(int kc) {
   TF_CHECK(kc == 0 || (kc > 0 && kc % 64 == 0));
