@@ -13,7 +13,9 @@
 // so a row's bits are the same whether the call has 1, 8, 37 or 9,000 rows and whichever
 // configuration ran it (mma.cuh explains why the instruction allows it). The configuration is picked
 // from the shape only for speed:
-// - n <= 64 (decode, draft verification, small batches): the chunks kernel. A block owns BN output
+// - n <= 64 (decode, draft verification, small batches): linear_tc_small.cu's kernel by default
+//   (test_hooks::set_cuda_linear_small_config; the same arithmetic, its loads cheaper to issue), else the
+//   chunks kernel below. A block owns BN output
 //   columns over all of k; its warps take chunks in turn (warp w: chunks w, w + NW, ...), each
 //   streaming its chunk through its own cp.async ring, so up to NW chunks are in flight per block and
 //   the blocks (out_f / BN of them, BN 8 or 16) cover the SMs; the partials meet in shared memory and
@@ -52,8 +54,9 @@ std::atomic<int> g_planted_small_chunk{0};
 constexpr int kDefaultLargeConfig = 7;
 std::atomic<int> g_large_config{kDefaultLargeConfig};
 // <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
-// same bits.
-constexpr int kDefaultSmallConfig = 0;
+// same bits. The default: 7 (linear_tc_small.cu: column width by occupancy, no programmatic launch), the
+// fastest on the 1B's decode shapes measured on the H200 (bench/linear: BENCHMARKS.md "Decode GEMV").
+constexpr int kDefaultSmallConfig = 7;
 std::atomic<int> g_small_config{kDefaultSmallConfig};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem

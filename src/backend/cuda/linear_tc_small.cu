@@ -29,6 +29,9 @@
 // Shapes: x [n, in_f] bf16 (n <= 16 * MT), w [out_f, in_f] bf16, bias [out_f] bf16 or null,
 // out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the caller runs linear_tc.cu).
 #include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -243,8 +246,9 @@ __global__ void __launch_bounds__(512)
 }
 
 // Candidates (test_hooks::set_cuda_linear_small_config 1..): n8 tiles per block for calls of <= 4 and
-// 5..16 rows (17..64 rows: 64 x 16 blocks), the warp cap, and programmatic dependent launch (0 off, 1 wait
-// for the previous kernel after the weight prologue, 2 also let the next kernel launch early).
+// 5..16 rows (0: the occupancy rule of plan_nt below; 17..64 rows: 64 x 16 blocks always), the warp cap, and
+// programmatic dependent launch (0 off, 1 wait for the previous kernel after the weight prologue, 2 also let
+// the next kernel launch early). Measured on the H200 (bench/linear/linear_bench.cpp, BENCHMARKS.md).
 struct Variant {
   int nt_small, nt_mid, nw_cap, pdl;
   const char* name;
@@ -256,46 +260,122 @@ constexpr Variant kVariants[] = {
     {1, 2, 8, 0, "gemv 8/16 cols, <=8 warps"},
     {1, 2, 16, 1, "gemv 8/16 cols, <=16 warps, PDL wait"},
     {1, 2, 16, 2, "gemv 8/16 cols, <=16 warps, PDL wait + early trigger"},
+    {0, 0, 16, 0, "gemv cols by occupancy (8/16/32), <=16 warps"},
+    {0, 0, 16, 1, "gemv cols by occupancy, <=16 warps, PDL wait"},
+    {0, 0, 16, 2, "gemv cols by occupancy, <=16 warps, PDL wait + early trigger"},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+
+// One configuration's launch shape: nw warps (chunks per round; fewer where shared memory runs out), the
+// dynamic shared memory, the blocks, and how many blocks fit on one SM.
+struct Plan {
+  int nw = 1, rounds = 1, blocks = 0, per_sm = 0;
+  size_t smem = 0;
+};
+
+template <int MT, int NT>
+struct Shape {
+  // <= 16 rows: 64-wide sub-tiles, 5 deep (a whole chunk in flight per warp before its first mma);
+  // 17..64 rows: x dominates a stage, so 32-wide sub-tiles, 4 deep.
+  static constexpr int SUB = MT == 1 ? 64 : 32, S = MT == 1 ? 5 : 4;
+  using Cfg = SmallCfg<MT, NT, SUB, S>;
+};
+
+template <int MT, int NT, class TO>
+auto small_kernel() {
+  using Sh = Shape<MT, NT>;
+  return linear_tc_small_kernel<typename Sh::Cfg, MT, NT, Sh::SUB, Sh::S, TO>;
+}
+
+// The device's opt-in shared memory per block, set once as the kernel's dynamic limit.
+template <int MT, int NT, class TO>
+int max_smem() {
+  static const int v = [] {
+    int dev = 0, optin = 0;
+    TF_CUDA_CHECK(cudaGetDevice(&dev));
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    TF_CUDA_CHECK(
+        cudaFuncSetAttribute(small_kernel<MT, NT, TO>(), cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return optin;
+  }();
+  return v;
+}
+
+template <int MT, int NT, class TO>
+Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {
+  using Cfg = typename Shape<MT, NT>::Cfg;
+  const int limit = max_smem<MT, NT, TO>();
+  const int n_chunks = (in_f + kc - 1) / kc;
+  Plan p;
+  p.nw = std::min(n_chunks, nw_cap);
+  while (p.nw > 1 && Cfg::smem(n, p.nw) > static_cast<size_t>(limit)) --p.nw;
+  TF_CHECK(Cfg::smem(n, p.nw) <= static_cast<size_t>(limit));
+  p.rounds = (n_chunks + p.nw - 1) / p.nw;
+  p.smem = Cfg::smem(n, p.nw);
+  p.blocks = static_cast<int>(blocks_for(out_f, 8 * NT));
+  if (occupancy)
+    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&p.per_sm, small_kernel<MT, NT, TO>(),
+                                                                32 * p.nw, p.smem));
+  return p;
+}
 
 template <int MT, int NT, class TO>
 void launch_small(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int n,
                   int in_f, int out_f, int kc, int nw_cap, int pdl) {
-  // <= 16 rows: 64-wide sub-tiles, 5 deep (a whole chunk in flight per warp before its first mma);
-  // 17..64 rows: x dominates a stage, so 32-wide sub-tiles, 4 deep.
-  constexpr int SUB = MT == 1 ? 64 : 32, S = MT == 1 ? 5 : 4;
-  using Cfg = SmallCfg<MT, NT, SUB, S>;
-  auto kernel = linear_tc_small_kernel<Cfg, MT, NT, SUB, S, TO>;
-  static const int max_smem = [&] {
-    int dev = 0, optin = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    return optin;
-  }();
-  TF_CHECK(kc % SUB == 0 && n <= 16 * MT);
-  const int n_chunks = (in_f + kc - 1) / kc;
-  int nw = std::min(n_chunks, nw_cap);
-  while (nw > 1 && Cfg::smem(n, nw) > static_cast<size_t>(max_smem)) --nw;
-  TF_CHECK(Cfg::smem(n, nw) <= static_cast<size_t>(max_smem));
+  TF_CHECK((kc % Shape<MT, NT>::SUB == 0 && n <= 16 * MT));
+  const Plan p = plan<MT, NT, TO>(n, in_f, out_f, kc, nw_cap, false);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks_for(out_f, 8 * NT));
-  cfg.blockDim = dim3(static_cast<unsigned>(32 * nw));
-  cfg.dynamicSmemBytes = Cfg::smem(n, nw);
+  cfg.gridDim = dim3(static_cast<unsigned>(p.blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(32 * p.nw));
+  cfg.dynamicSmemBytes = p.smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl > 0 ? 1 : 0;
-  TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, x, w, bias, out, n, in_f, out_f, kc, pdl > 1 ? 1 : 0));
+  TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, small_kernel<MT, NT, TO>(), x, w, bias, out, n, in_f, out_f, kc,
+                                   pdl > 1 ? 1 : 0));
+}
+
+// <= 16 rows, the occupancy rule: the widest blocks (32, 16, then 8 columns) that still give >= 64 blocks,
+// all resident at once (one wave) and every chunk in one round. Measured on the H200, fewer and wider
+// blocks stream faster as long as they cover the SMs in one wave (each block's start, fold and exit cost
+// time the weight stream does not hide). Where no width fits one wave (lm_head; gate|up at 16 rows): 16
+// columns, the fastest of the three there. Cached per (n, in_f, out_f, kc, out dtype).
+template <class TO>
+int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
+  static std::mutex mu;
+  static std::map<std::array<int, 5>, int> cache;
+  const std::array<int, 5> key{n, in_f, out_f, kc, nw_cap};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    TF_CUDA_CHECK(cudaGetDevice(&dev));
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  auto fits = [&](const Plan& p) { return p.blocks >= 64 && p.blocks <= p.per_sm * sms && p.rounds == 1; };
+  int nt = 2;
+  if (fits(plan<1, 4, TO>(n, in_f, out_f, kc, nw_cap, true)))
+    nt = 4;
+  else if (fits(plan<1, 2, TO>(n, in_f, out_f, kc, nw_cap, true)))
+    nt = 2;
+  else if (fits(plan<1, 1, TO>(n, in_f, out_f, kc, nw_cap, true)))
+    nt = 1;
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = nt;
+  return nt;
 }
 
 template <class TO>
 void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias,
                TO* out, int n, int in_f, int out_f, int kc) {
-  const int nt = n <= 4 ? v.nt_small : v.nt_mid;
+  int nt = n <= 4 ? v.nt_small : v.nt_mid;
+  if (nt == 0 && n <= 16) nt = plan_nt<TO>(n, in_f, out_f, kc, v.nw_cap);
   auto go = [&](auto mt, auto ntc) {
     launch_small<decltype(mt)::value, decltype(ntc)::value, TO>(s, x, w, bias, out, n, in_f, out_f, kc,
                                                                 v.nw_cap, v.pdl);
