@@ -18,7 +18,7 @@ mkdir -p $b && tar xJf "$here/bin.tar.xz" -C $b
 export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 t0=$SECONDS
-timeout 90 $b/bench/linear_bench 200 --small-only --configs "${CONFIGS:-0,3,7,8,9}" >"$OUT/bench.log" 2>&1
+timeout 90 $b/bench/linear_bench 200 --small-only --configs "${CONFIGS:-0,7,8,9,10}" >"$OUT/bench.log" 2>&1
 echo "== bench: exit $?, $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 if [ -n "${PDL_CONFIGS:-}" ]; then
   t0=$SECONDS

@@ -54,8 +54,12 @@ std::atomic<int> g_planted_small_chunk{0};
 constexpr int kDefaultLargeConfig = 7;
 std::atomic<int> g_large_config{kDefaultLargeConfig};
 // <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
-// same bits. The default: 7 (linear_tc_small.cu: column width by occupancy, no programmatic launch), the
-// fastest on the 1B's decode shapes measured on the H200 (bench/linear: BENCHMARKS.md "Decode GEMV").
+// same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps, no programmatic
+// launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the
+// launches of candidate 3, above that those of candidate 1, the fastest at each row count of the five
+// measured (one decode step's linears at 1 row 747 us against the chunks kernel's 919), both bit-identical
+// there to every other configuration (contract test). 8 (column width by occupancy) is expected faster still
+// and has not run on the GPU yet.
 constexpr int kDefaultSmallConfig = 7;
 std::atomic<int> g_small_config{kDefaultSmallConfig};
 

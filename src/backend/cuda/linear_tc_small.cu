@@ -9,13 +9,14 @@
 // chunks kernel and the tiled kernels whatever the row count (the contract test checks it for every
 // configuration here).
 //
-// Why linear_tc.cu's chunks kernel (configuration 0 of test_hooks::set_cuda_linear_small_config) streams
-// the weights slowly at decode sizes: its bytes in flight are enough (each warp issues its whole chunk at
-// once), but every 16-byte cp.async goes through a generic staging loop (runtime trip counts, 64-bit row
-// and column arithmetic, divisions by the runtime sub-tile count), so a warp spends hundreds of
-// instructions before its last load is issued and the SM's issue slots, not the memory, pace the start of
-// a 2-12 MB stream; a call of 12 chunks runs them in two rounds of 8 warps (the second round's loads
-// start late); and the kernel only starts once the previous kernel has fully drained.
+// Where the time goes at decode sizes (H200, bench/linear/linear_bench.cpp; BENCHMARKS.md "Decode GEMV"): the
+// per-layer matrices are 4-12 MB, 1-3 us of stream, and a call that moves almost nothing (1 x 8 -> 8) costs 2
+// us inside a CUDA graph, so the fixed cost per call (launch, first-byte latency, the block's fold and exit)
+// is half of every call; the bytes in flight were never short. linear_tc.cu's chunks kernel (configuration 0
+// of test_hooks::set_cuda_linear_small_config) added to that: a generic staging loop per 16-byte copy
+// (runtime trip counts, 64-bit index arithmetic, divisions) that made each warp's prologue long (its launch
+// floor is 3.2 us against 2.0 here), 12 chunks in two rounds of 8 warps, and 8-column blocks (qkv 512 blocks,
+// lm_head 19,000) where 16-column ones stream faster.
 //
 // This kernel: a block owns BN = 8 * NT output columns over all of k; its nw warps (nw = min(chunks, a
 // cap), a launch parameter) take chunks w, w + nw, ... Each lane computes its copy addresses once; a
@@ -30,6 +31,7 @@
 // out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the caller runs linear_tc.cu).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -260,6 +262,7 @@ constexpr Variant kVariants[] = {
     {1, 2, 8, 0, "gemv 8/16 cols, <=8 warps"},
     {1, 2, 16, 1, "gemv 8/16 cols, <=16 warps, PDL wait"},
     {1, 2, 16, 2, "gemv 8/16 cols, <=16 warps, PDL wait + early trigger"},
+    {2, 2, 16, 0, "gemv 16 cols, <=16 warps"},
     {0, 0, 16, 0, "gemv cols by occupancy (8/16/32), <=16 warps"},
     {0, 0, 16, 1, "gemv cols by occupancy, <=16 warps, PDL wait"},
     {0, 0, 16, 2, "gemv cols by occupancy, <=16 warps, PDL wait + early trigger"},
@@ -287,18 +290,24 @@ auto small_kernel() {
   return linear_tc_small_kernel<typename Sh::Cfg, MT, NT, Sh::SUB, Sh::S, TO>;
 }
 
-// The device's opt-in shared memory per block, set once as the kernel's dynamic limit.
+// The device's opt-in shared memory per block, set as the kernel's dynamic limit once per device (a
+// function attribute belongs to one device's context; serve --devices runs one backend per GPU).
 template <int MT, int NT, class TO>
 int max_smem() {
-  static const int v = [] {
-    int dev = 0, optin = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  static std::atomic<uint64_t> done{0};
+  static std::atomic<int> optin{0};
+  int dev = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(done.load(std::memory_order_acquire) & bit)) {
+    int v = 0;
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     TF_CUDA_CHECK(
-        cudaFuncSetAttribute(small_kernel<MT, NT, TO>(), cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    return optin;
-  }();
-  return v;
+        cudaFuncSetAttribute(small_kernel<MT, NT, TO>(), cudaFuncAttributeMaxDynamicSharedMemorySize, v));
+    optin.store(v, std::memory_order_relaxed);
+    done.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  return optin.load(std::memory_order_relaxed);
 }
 
 template <int MT, int NT, class TO>
