@@ -101,6 +101,10 @@ bool set_cuda_linear_large_config(int) { return false; }
 int cuda_linear_large_configs() { return 0; }
 int cuda_linear_large_default() { return 0; }
 const char* cuda_linear_large_config_name(int) { return ""; }
+bool set_cuda_linear_small_config(int) { return false; }
+int cuda_linear_small_configs() { return 0; }
+int cuda_linear_small_default() { return 0; }
+const char* cuda_linear_small_config_name(int) { return ""; }
 bool set_cuda_attention_variant(int) { return false; }
 int cuda_attention_variants() { return 0; }
 int cuda_attention_default() { return 0; }

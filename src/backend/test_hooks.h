@@ -21,6 +21,15 @@ int cuda_linear_large_configs();                       // 0 without CUDA
 int cuda_linear_large_default();                       // the configuration production runs
 const char* cuda_linear_large_config_name(int which);  // e.g. "128x128 k64 s3 8w 64x32 reg"
 
+// Which kernel runs linears of <= 64 rows: 0 the chunks kernel of backend/cuda/linear_tc.cu, 1 ..
+// cuda_linear_small_configs() - 1 the candidates of backend/cuda/linear_tc_small.cu (listed there and in
+// cuda_linear_small_config_name). All compute the same sums in the same order (a speed choice; the contract
+// test checks their bits are equal). False without CUDA.
+bool set_cuda_linear_small_config(int which);
+int cuda_linear_small_configs();                       // 0 without CUDA
+int cuda_linear_small_default();                       // the configuration production runs
+const char* cuda_linear_small_config_name(int which);  // e.g. "gemv 8/16 cols (<=4/<=16 rows), <=16 warps"
+
 // Which flash-attention kernel runs (backend/cuda/attention_tc.cu): 0 the first, 1 .. the variants
 // listed there (same bits per row). False without CUDA.
 bool set_cuda_attention_variant(int which);
