@@ -309,11 +309,10 @@ int64_t Engine::blocks_to_start(const Sequence& s) const {
   return (n + kKvBlock - 1) / kKvBlock;
 }
 
-void Engine::loop() {
-  pipe_->model().backend().bind_thread();  // this thread's work goes to the engine's device
-  std::vector<std::unique_ptr<Sequence>> active;
+void Engine::run_loop(std::vector<std::unique_ptr<Sequence>>& active,
+                      std::vector<std::unique_ptr<Sequence>>& incoming) {
   for (;;) {
-    std::vector<std::unique_ptr<Sequence>> incoming;
+    incoming.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
