@@ -226,15 +226,21 @@ void Engine::fail(std::vector<std::unique_ptr<Sequence>>& active,
     queued.swap(queue_);
   }
   metrics_.set_failed();
-  log_error(failure_ + " — it takes no new requests; answering its " +
-            std::to_string(active.size() + incoming.size() + queued.size()) + " requests 503");
+  size_t n_open = 0;
+  for (const auto* list : {&active, &incoming})
+    for (const auto& sp : *list) n_open += sp && !sp->finished;
+  for (const auto& sp : queued) n_open += sp && !sp->finished;
+  log_error(failure_ + " — it takes no new requests; answering its " + std::to_string(n_open) +
+            " requests 503");
   auto answer = [&](std::unique_ptr<Sequence>& sp) {
     if (!sp || sp->finished) return;  // finished before the failure (or never admitted)
     if (sp->req.cancelled->load()) return finish(*sp, "client-left");
-    sp->channel->push(failed_event());
-    metrics_.failed_request();
+    metrics_.failed_request();  // counted before the client can see the answer
     finish(*sp, "engine_failed");
+    sp->channel->push(failed_event());
   };
+  metrics_.set_active(0);
+  metrics_.set_queue_depth(0);
   for (auto& sp : active) answer(sp);
   for (auto& sp : incoming) answer(sp);
   for (auto& sp : queued) answer(sp);
@@ -244,8 +250,6 @@ void Engine::fail(std::vector<std::unique_ptr<Sequence>>& active,
   incoming.clear();
   queued.clear();
   cache_.reset();
-  metrics_.set_active(0);
-  metrics_.set_queue_depth(0);
 }
 
 void Engine::admit(std::unique_ptr<Sequence>& sp) {

@@ -189,8 +189,12 @@ TEST(EngineFailure, AFailingEnginesRequestsGet503AndTheOtherEngineKeepsServing) 
               std::vector<int32_t>(solo_a[static_cast<size_t>(i)].begin(),
                                    solo_a[static_cast<size_t>(i)].begin() + static_cast<long>(n)))
         << "page " << i;
-    if (i == 0) EXPECT_GE(a.ids.size(), 1u);
-    if (i == kPages - 1) EXPECT_TRUE(a.ids.empty()) << "the queued page never ran";
+    if (i == 0) {
+      EXPECT_GE(a.ids.size(), 1u);
+    }
+    if (i == kPages - 1) {
+      EXPECT_TRUE(a.ids.empty()) << "the queued page never ran";
+    }
   }
   for (int i = 0; i < kPages; ++i) {
     const Outcome b = drain(*on_b[static_cast<size_t>(i)]);
