@@ -7,6 +7,9 @@
 //   names the failed engine; the next requests are served (by engine 1).
 // - Once engine 1 fails too: the failing request gets a 503 JSON error, /health answers 503 "failed" and
 //   new requests a 503 naming the failure.
+// This file sorts after serve_run_test.cpp on purpose: ServeRun forks, and in a child of a process whose
+// CPU thread pool has started (the engines here start it) the pool has no threads. (ctest runs each test
+// in its own process anyway.)
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
