@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device_error.h"
 #include "backend/ops.h"
 #include "backend/test_hooks.h"
 #include "base/log.h"
@@ -90,6 +91,15 @@ Buffer download_new(Backend& b, const Tensor& dev) {
   Buffer h(dev.dtype, dev.shape);
   if (dev.nbytes()) b.download(dev, h.data());
   return h;
+}
+
+void test_hooks::fail_backend_op(Backend& b, int64_t n) {
+  DeviceFailure* f = cpu_device_failure(b);
+#ifdef TF_HAVE_CUDA
+  if (!f) f = cuda_device_failure(b);
+#endif
+  TF_CHECK(f != nullptr);
+  f->arm(n);
 }
 
 }  // namespace tf

@@ -2,8 +2,19 @@
 // must show that a test catches the fault it guards against). Production code never calls them.
 // Plain C++: the tests build with or without CUDA.
 #pragma once
+#include <cstdint>
+
+namespace tf {
+class Backend;
+}
 
 namespace tf::test_hooks {
+
+// Fault injection (the engine-failure tests): the n-th call from now (n >= 1; compute ops and transfers,
+// not allocations or frees) of backend `b` fails as a CUDA error does on the CUDA backend: it throws
+// tf::DeviceError (backend/ops.h), and b refuses every later call the same way (b.failed()). Any backend,
+// also the CPU one. 0 disarms a fault that has not fired; a fired one is permanent.
+void fail_backend_op(Backend& b, int64_t n);
 
 // The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
 // configuration; this makes its <= 16-row configuration alone use chunks of kc (a positive multiple of

@@ -310,11 +310,10 @@ void Engine::hold_admission(bool hold) {
   cv_.notify_all();
 }
 
-void Engine::loop() {
-  pipe_->model().backend().bind_thread();  // this thread's work goes to the engine's device
-  std::vector<std::unique_ptr<Sequence>> active;
+void Engine::run_loop(std::vector<std::unique_ptr<Sequence>>& active,
+                      std::vector<std::unique_ptr<Sequence>>& incoming) {
   for (;;) {
-    std::vector<std::unique_ptr<Sequence>> incoming;
+    incoming.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || (!held_ && !queue_.empty()) || !active.empty(); });

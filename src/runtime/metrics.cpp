@@ -100,6 +100,13 @@ std::string EngineMetrics::text() const {
     << "\n";
   o << "# TYPE tensorfold_prompt_cache_evictions_total counter\ntensorfold_prompt_cache_evictions_total "
     << cache_evicted_ << "\n";
+  o << "# HELP tensorfold_engine_failed 1 once the engine's device failed: it serves nothing more.\n"
+       "# TYPE tensorfold_engine_failed gauge\ntensorfold_engine_failed "
+    << failed_.load() << "\n";
+  o << "# HELP tensorfold_engine_failed_requests_total Requests answered 503 because the engine's device "
+       "failed.\n# TYPE tensorfold_engine_failed_requests_total counter\n"
+       "tensorfold_engine_failed_requests_total "
+    << failed_requests_.load() << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
   o << "# HELP tensorfold_kv_blocks K/V pool blocks of " << 64

@@ -32,6 +32,9 @@ class EngineMetrics {
   void set_prompt_cache(int64_t bytes, int64_t blocks, int64_t evicted);
   void set_queue_depth(int64_t n) { queue_depth_ = n; }
   void set_active(int64_t n) { active_ = n; }
+  // The engine's device failed (runtime/engine.h); a request answered 503 for it.
+  void set_failed() { failed_ = 1; }
+  void failed_request() { ++failed_requests_; }
   std::string text() const;
 
  private:
@@ -47,6 +50,7 @@ class EngineMetrics {
   int64_t step_count_ = 0, forward_steps_ = 0, step_rows_ = 0, step_sequences_ = 0;
   double step_sum_ = 0;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
+  std::atomic<int64_t> failed_{0}, failed_requests_{0};
   std::atomic<int64_t> kv_total_{0}, kv_free_{0}, kv_cached_{0}, preemptions_{0};
 };
 
