@@ -12,8 +12,8 @@ namespace tf::test_hooks {
 
 // Fault injection (the engine-failure tests): the n-th call from now (n >= 1; compute ops and transfers,
 // not allocations or frees) of backend `b` fails as a CUDA error does on the CUDA backend: it throws
-// tf::DeviceError (backend/ops.h), and b refuses every later call the same way (b.failed()). Any backend,
-// also the CPU one. 0 disarms a fault that has not fired; a fired one is permanent.
+// tf::DeviceError (backend/device_error.h), and b refuses every later call the same way. The CPU and the
+// CUDA backend. 0 disarms a fault that has not fired; a fired one is permanent.
 void fail_backend_op(Backend& b, int64_t n);
 
 // The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
