@@ -119,6 +119,9 @@ class CpuBackend final : public Backend {
   void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
     cpu::top_k(pool_, logits, k, values, indices);
   }
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
+    cpu::sample(pool_, logits, params, out);
+  }
 
   // ---- Qwen3.5 ops ----
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
