@@ -167,7 +167,8 @@ Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int3
   const Segment seg{&p.batch, &cache};
   TF_ASSIGN(Buffer rec, model_.forward_step(std::span<const Segment>(&seg, 1), StepOutput::kSampled));
   std::vector<int32_t> ids(p.batch.logit_rows.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = rec.as<int32_t>()[static_cast<int64_t>(i) * rec.dim(1)];
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = rec.as<int32_t>()[static_cast<int64_t>(i) * rec.shape()[1]];
   return complete_greedy(cache, p, ids);
 }
 

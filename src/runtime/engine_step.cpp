@@ -239,7 +239,7 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     const int64_t first = logits.ok() ? at : 0;
     at += rows;
     if (!w.s) continue;
-    const int64_t width = out.dim(1);
+    const int64_t width = out.shape()[1];
     if (!finish_work(w, out.as<int32_t>() + first * width, width)) done.push_back(w.s);
   }
   std::erase_if(active,
