@@ -22,6 +22,7 @@
 // reference's f32 sums (plus expf's 2 ulp and 2^-q per token) of a cumulative boundary; the contract
 // test states and measures that epsilon. Logprobs: lse = max + log(Σ expf(v - max)) with a double
 // accumulation (the reference takes exp in double), top-n by n argmax passes (exact ids).
+// A sampled row needs a finite logit (-inf entries weigh 0); a row of -inf only has no distribution.
 #include <atomic>
 
 #include "backend/cuda/common.cuh"

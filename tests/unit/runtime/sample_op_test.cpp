@@ -43,9 +43,9 @@ Case make_case(int64_t vocab, int64_t n_rows, uint32_t seed) {
     const float scale = 1.0f + static_cast<float>(rng() % 8);
     for (int64_t j = 0; j < vocab; ++j) {
       float v = nd(rng) * scale;
-      if (shape == 1) v = std::round(v);  // coarse: many equal logits
-      if (shape == 2) v = 0.5f;           // flat
-      if (shape == 3 && rng() % 7 == 0) v = -INFINITY;
+      if (shape == 1) v = std::round(v);                         // coarse: many equal logits
+      if (shape == 2) v = 0.5f;                                  // flat
+      if (shape == 3 && j > 0 && rng() % 7 == 0) v = -INFINITY;  // a row keeps a finite logit
       c.logits.push_back(v);
     }
     SampleRow p;
