@@ -1,17 +1,20 @@
-// The bf16 tensor-core linear (src/backend/cuda/linear_tc.cu) on the 1B decoder's shapes (hidden 1024,
-// 28 layers, lm_head 151,936) at 1, 8, 32 and 64 rows: microseconds per call and the weight stream's
-// GB/s, with the bound at the H200's measured 4.3 TB/s beside each figure. Built with -DTF_BENCH=ON where
-// the CUDA backend is built; runs on the GPU machine:
-//   linear_bench [reps] [--large-only]       (default 200; --large-only skips the decode shapes)
+// The bf16 tensor-core linear (src/backend/cuda/linear_tc.cu, linear_tc_small.cu, linear_tc_large.cu) on the
+// 1B decoder's shapes as the model runs them (hidden 1024, q|k|v and gate|up stacked at load, 28 layers,
+// lm_head 151,936) at 1, 2, 4, 8, 16 and 64 rows: microseconds per call and the weight stream's GB/s, with
+// the bound at the H200's measured 4.3 TB/s beside each figure, for every small-row configuration of
+// test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's candidates), and
+// whether each one's output bits equal configuration 0's. Built with -DTF_BENCH=ON where the CUDA backend is
+// built; runs on the GPU machine:
+//   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2]   (default 200 reps, every config)
 // The large-row section times every configuration of test_hooks::set_cuda_linear_large_config at the
 // prefill and vision shapes and checks each one's output bits against config 0's.
 // Per call, two timings with CUDA events over `reps` calls after a warm-up:
-//   eager: back-to-back launches from the host (what the engine pays today, launch gaps included);
-//   graph: the same launches captured in one CUDA graph and replayed (the kernel's own time, as a
-//          captured decode step would see it).
+//   eager: back-to-back launches from the host (launch gaps included);
+//   graph: the same launches captured in one CUDA graph and replayed (as a captured decode step sees it).
 // Each timed call reads a different copy of the weights (copies up to ~256 MB in all), so the L2
 // (~50 MB) does not serve them, as in a real decode step where 28 layers' weights pass between two
-// reads of the same matrix. GB/s counts the weights, x and out once per call.
+// reads of the same matrix. GB/s counts the weights, x and out once per call. "launch" is a 1 x 8 -> 8
+// call: the fixed cost of one launch in a graph.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -37,11 +40,10 @@ struct LinearShape {
 };
 
 constexpr LinearShape kShapes[] = {
-    {"q_proj", 1024, 2048, 28},    {"k_proj", 1024, 1024, 28},    {"v_proj", 1024, 1024, 28},
-    {"o_proj", 2048, 1024, 28},    {"gate_proj", 1024, 3072, 28}, {"up_proj", 1024, 3072, 28},
-    {"down_proj", 3072, 1024, 28}, {"lm_head", 1024, 151936, 1},
+    {"qkv_proj", 1024, 4096, 28},  {"o_proj", 2048, 1024, 28},   {"gate_up", 1024, 6144, 28},
+    {"down_proj", 3072, 1024, 28}, {"lm_head", 1024, 151936, 1}, {"launch", 8, 8, 0},
 };
-constexpr int64_t kRows[] = {1, 8, 32, 64};
+constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 64};
 constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
 
 using tf::bench::dev_alloc;
@@ -91,23 +93,15 @@ Timing time_calls(cudaStream_t s, const std::vector<Tensor>& ws, const Tensor& x
   return {1e3 * eager_ms / reps, 1e3 * graph_ms / reps};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
-  const bool large_only = argc > 2 && std::string(argv[2]) == "--large-only";
-  cudaDeviceProp prop{};
-  TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing\n", prop.name,
-              prop.multiProcessorCount, reps);
-  cudaStream_t s;
-  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  std::printf("%-10s %5s %6s %7s | %9s %9s | %8s %6s | %8s\n", "shape", "rows", "in_f", "out_f", "eager us",
-              "graph us", "GB/s", "of HBM", "bound us");
-  std::vector<double> step_eager(std::size(kRows)), step_graph(std::size(kRows)),
-      step_bound(std::size(kRows));
+void decode_section(cudaStream_t s, int reps, const std::vector<int>& cfgs) {
+  std::printf("small-row configurations (test_hooks::set_cuda_linear_small_config):\n");
+  for (int c : cfgs) std::printf("  cfg %d: %s\n", c, tf::test_hooks::cuda_linear_small_config_name(c));
+  std::printf("%-10s %5s %6s %7s %3s | %9s %9s | %8s %6s | %8s %5s\n", "shape", "rows", "in_f", "out_f",
+              "cfg", "eager us", "graph us", "GB/s", "of HBM", "bound us", "bits");
+  const size_t nr = std::size(kRows), nc = cfgs.size();
+  std::vector<double> step_graph(nr * nc), step_bound(nr);
+  int mismatches = 0;
   for (const LinearShape& sh : kShapes) {
-    if (large_only) break;
     const size_t w_bytes = static_cast<size_t>(sh.in_f * sh.out_f) * 2;
     const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w_bytes);
     std::vector<void*> mem;
@@ -117,26 +111,78 @@ int main(int argc, char** argv) {
       fill(mem.back(), sh.in_f * sh.out_f, static_cast<uint32_t>(c + 1));
       ws.push_back(Tensor{mem.back(), DType::BF16, {sh.out_f, sh.in_f}});
     }
-    for (size_t ri = 0; ri < std::size(kRows); ++ri) {
+    for (size_t ri = 0; ri < nr; ++ri) {
       const int64_t n = kRows[ri];
       void* xm = dev_alloc(static_cast<size_t>(n * sh.in_f) * 2);
       void* om = dev_alloc(static_cast<size_t>(n * sh.out_f) * 2);
       fill(xm, n * sh.in_f, 99);
       const Tensor x{xm, DType::BF16, {n, sh.in_f}}, out{om, DType::BF16, {n, sh.out_f}};
-      const Timing t = time_calls(s, ws, x, out, reps);
       const double bytes = static_cast<double>(w_bytes) + 2.0 * n * (sh.in_f + sh.out_f);
       const double bound_us = 1e6 * bytes / kHbm;
-      std::printf("%-10s %5lld %6lld %7lld | %9.2f %9.2f | %8.0f %5.0f%% | %8.2f\n", sh.name,
-                  static_cast<long long>(n), static_cast<long long>(sh.in_f),
-                  static_cast<long long>(sh.out_f), t.eager_us, t.graph_us, bytes / (t.graph_us * 1e-6) / 1e9,
-                  100 * bound_us / t.graph_us, bound_us);
-      step_eager[ri] += t.eager_us * static_cast<double>(sh.per_step);
-      step_graph[ri] += t.graph_us * static_cast<double>(sh.per_step);
       step_bound[ri] += bound_us * static_cast<double>(sh.per_step);
+      std::vector<uint16_t> ref(static_cast<size_t>(n * sh.out_f)), got(ref.size());
+      for (size_t ci = 0; ci < nc; ++ci) {
+        tf::test_hooks::set_cuda_linear_small_config(cfgs[ci]);
+        TF_CUDA_CHECK(cudaMemsetAsync(om, 0xff, got.size() * 2, s));
+        const Timing t = time_calls(s, ws, x, out, reps);
+        TF_CUDA_CHECK(cudaStreamSynchronize(s));
+        TF_CUDA_CHECK(
+            cudaMemcpy(ci == 0 ? ref.data() : got.data(), om, got.size() * 2, cudaMemcpyDeviceToHost));
+        const bool same = ci == 0 || got == ref;
+        mismatches += same ? 0 : 1;
+        std::printf("%-10s %5lld %6lld %7lld %3d | %9.2f %9.2f | %8.0f %5.0f%% | %8.2f %5s\n", sh.name,
+                    static_cast<long long>(n), static_cast<long long>(sh.in_f),
+                    static_cast<long long>(sh.out_f), cfgs[ci], t.eager_us, t.graph_us,
+                    bytes / (t.graph_us * 1e-6) / 1e9, 100 * bound_us / t.graph_us, bound_us,
+                    same ? "same" : "DIFF");
+        std::fflush(stdout);
+        step_graph[ri * nc + ci] += t.graph_us * static_cast<double>(sh.per_step);
+      }
       TF_CUDA_CHECK(cudaFree(xm));
       TF_CUDA_CHECK(cudaFree(om));
     }
     for (void* p : mem) TF_CUDA_CHECK(cudaFree(p));
+  }
+  tf::test_hooks::set_cuda_linear_small_config(tf::test_hooks::cuda_linear_small_default());
+  std::printf("\none decode step's linears (28 layers x qkv, o, gate_up, down + lm_head), CUDA graph:\n");
+  for (size_t ri = 0; ri < nr; ++ri)
+    for (size_t ci = 0; ci < nc; ++ci)
+      std::printf("  %2lld rows, cfg %d: %8.1f us, bound %6.1f us (%.0f%% of the bound)\n",
+                  static_cast<long long>(kRows[ri]), cfgs[ci], step_graph[ri * nc + ci], step_bound[ri],
+                  100 * step_bound[ri] / step_graph[ri * nc + ci]);
+  std::printf("small-row configurations whose bits differ from the first listed: %d (must be 0)\n\n",
+              mismatches);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  bool large_only = false, small_only = false;
+  std::vector<int> cfgs;
+  for (int a = 2; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--large-only") large_only = true;
+    if (arg == "--small-only") small_only = true;
+    if (arg == "--configs" && a + 1 < argc)
+      for (const char* p = argv[++a]; *p;) {
+        char* end = nullptr;
+        cfgs.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+        p = *end ? end + 1 : end;
+      }
+  }
+  if (cfgs.empty())
+    for (int c = 0; c < tf::test_hooks::cuda_linear_small_configs(); ++c) cfgs.push_back(c);
+  cudaDeviceProp prop{};
+  TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing\n", prop.name,
+              prop.multiProcessorCount, reps);
+  cudaStream_t s;
+  TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (!large_only) decode_section(s, reps, cfgs);
+  if (small_only) {
+    TF_CUDA_CHECK(cudaStreamDestroy(s));
+    return 0;
   }
   // Prefill and vision shapes (the 1B decoder over a page's 2,333 rows; the Pixtral tower over its
   // 9,350 patches): graph us and TFLOP/s of every large-row tile configuration, and whether its output
@@ -210,12 +256,6 @@ int main(int argc, char** argv) {
               best_dec + best_vis);
   std::printf("large-row configurations whose bits differ from cfg 0: %d (must be 0)\n\n", mismatches);
 
-  std::printf("\none decode step's linears (28 layers x 7 + lm_head):\n");
-  for (size_t ri = 0; ri < std::size(kRows) && !large_only; ++ri)
-    std::printf(
-        "  %2lld rows: eager %8.1f us, graph %8.1f us, bound %6.1f us (%.0f%% of the bound in a graph)\n",
-        static_cast<long long>(kRows[ri]), step_eager[ri], step_graph[ri], step_bound[ri],
-        100 * step_bound[ri] / step_graph[ri]);
   TF_CUDA_CHECK(cudaStreamDestroy(s));
   return mismatches == 0 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device_error.h"
 #include "backend/ops.h"
 #include "backend/test_hooks.h"
 #include "base/log.h"
@@ -92,6 +93,15 @@ Buffer download_new(Backend& b, const Tensor& dev) {
   return h;
 }
 
+void test_hooks::fail_backend_op(Backend& b, int64_t n) {
+  DeviceFailure* f = cpu_device_failure(b);
+#ifdef TF_HAVE_CUDA
+  if (!f) f = cuda_device_failure(b);
+#endif
+  TF_CHECK(f != nullptr);
+  f->arm(n);
+}
+
 }  // namespace tf
 
 #ifndef TF_HAVE_CUDA
@@ -101,6 +111,10 @@ bool set_cuda_linear_large_config(int) { return false; }
 int cuda_linear_large_configs() { return 0; }
 int cuda_linear_large_default() { return 0; }
 const char* cuda_linear_large_config_name(int) { return ""; }
+bool set_cuda_linear_small_config(int) { return false; }
+int cuda_linear_small_configs() { return 0; }
+int cuda_linear_small_default() { return 0; }
+const char* cuda_linear_small_config_name(int) { return ""; }
 bool set_cuda_attention_variant(int) { return false; }
 int cuda_attention_variants() { return 0; }
 int cuda_attention_default() { return 0; }

@@ -2,8 +2,19 @@
 // must show that a test catches the fault it guards against). Production code never calls them.
 // Plain C++: the tests build with or without CUDA.
 #pragma once
+#include <cstdint>
+
+namespace tf {
+class Backend;
+}
 
 namespace tf::test_hooks {
+
+// Fault injection (the engine-failure tests): the n-th call from now (n >= 1; compute ops and transfers,
+// not allocations or frees) of backend `b` fails as a CUDA error does on the CUDA backend: it throws
+// tf::DeviceError (backend/ops.h), and b refuses every later call the same way (b.failed()). Any backend,
+// also the CPU one. 0 disarms a fault that has not fired; a fired one is permanent.
+void fail_backend_op(Backend& b, int64_t n);
 
 // The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
 // configuration; this makes its <= 16-row configuration alone use chunks of kc (a positive multiple of
@@ -20,6 +31,15 @@ bool set_cuda_linear_large_config(int which);
 int cuda_linear_large_configs();                       // 0 without CUDA
 int cuda_linear_large_default();                       // the configuration production runs
 const char* cuda_linear_large_config_name(int which);  // e.g. "128x128 k64 s3 8w 64x32 reg"
+
+// Which kernel runs linears of <= 64 rows: 0 the chunks kernel of backend/cuda/linear_tc.cu, 1 ..
+// cuda_linear_small_configs() - 1 the candidates of backend/cuda/linear_tc_small.cu (listed there and in
+// cuda_linear_small_config_name). All compute the same sums in the same order (a speed choice; the contract
+// test checks their bits are equal). False without CUDA.
+bool set_cuda_linear_small_config(int which);
+int cuda_linear_small_configs();                       // 0 without CUDA
+int cuda_linear_small_default();                       // the configuration production runs
+const char* cuda_linear_small_config_name(int which);  // e.g. "gemv 8/16 cols (<=4/<=16 rows), <=16 warps"
 
 // Which flash-attention kernel runs (backend/cuda/attention_tc.cu): 0 the first, 1 .. the variants
 // listed there (same bits per row). False without CUDA.

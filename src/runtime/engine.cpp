@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "backend/device_error.h"
 #include "base/log.h"
 #include "base/sha256.h"
 #include "runtime/engine_sequence.h"
@@ -31,7 +32,7 @@ size_t stop_holdback(const std::string& text, const std::vector<std::string>& st
 
 }  // namespace
 
-Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) try {
   std::unique_ptr<Engine> e(new Engine());
   e->opts_ = opts;
   PipelineOptions po;
@@ -71,6 +72,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
            " top_p=" + std::to_string(d.sampling.top_p) + " top_k=" + std::to_string(d.sampling.top_k));
   e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
   return e;
+} catch (const DeviceError& ex) {  // while loading: no engine, a refusal like any other
+  return make_error("the device failed while loading (" + opts.backend + "): " + ex.what());
 }
 
 Status Engine::size_kv_pool() {
@@ -130,6 +133,12 @@ std::shared_ptr<RequestChannel> Engine::submit(GenerationRequest request) {
   auto ch = s->channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) {
+      ch->push(failed_event());
+      metrics_.finished("engine_failed", 0, 0, 0);
+      metrics_.failed_request();
+      return ch;
+    }
     if (static_cast<int64_t>(queue_.size()) >= opts_.max_queue) {
       EngineEvent e = error_event(503,
                                   "the server is busy: " + std::to_string(queue_.size()) +
@@ -182,6 +191,67 @@ Expected<std::string> Engine::detokenize(const std::vector<int32_t>& ids) {
 }
 
 std::string Engine::metrics_text() const { return metrics_.text(); }
+
+void Engine::loop() {
+  std::vector<std::unique_ptr<Sequence>> active, incoming;
+  try {
+    backend().bind_thread();  // this thread's work goes to the engine's device
+    run_loop(active, incoming);
+  } catch (const DeviceError& e) {
+    // From admission or a step, anywhere on this thread: the engine is out for good (engine.h).
+    fail(active, incoming, e.what());
+  }
+}
+
+Backend& Engine::backend() const { return pipe_->model().backend(); }
+
+std::vector<EngineHealth> Engine::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {failed_ ? EngineHealth{"failed", failure_} : EngineHealth{"ok", ""}};
+}
+
+EngineEvent Engine::failed_event() const {  // under mu_ or on the engine thread after the failure
+  EngineEvent e = error_event(503, failure_ + "; this request was not completed: retry it", "engine_failed");
+  e.retry_after_s = 1;
+  return e;
+}
+
+void Engine::fail(std::vector<std::unique_ptr<Sequence>>& active,
+                  std::vector<std::unique_ptr<Sequence>>& incoming, const std::string& what) {
+  const std::string device = opts_.backend == "auto" ? std::string(backend().name()) : opts_.backend;
+  std::deque<std::unique_ptr<Sequence>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = "the engine on " + device + " failed: " + what;
+    failed_ = true;  // from here on submit() answers 503 itself
+    queued.swap(queue_);
+  }
+  metrics_.set_failed();
+  size_t n_open = 0;
+  for (const auto* list : {&active, &incoming})
+    for (const auto& sp : *list) n_open += sp && !sp->finished;
+  for (const auto& sp : queued) n_open += sp && !sp->finished;
+  log_error(failure_ + " — it takes no new requests; answering its " + std::to_string(n_open) +
+            " requests 503");
+  auto answer = [&](std::unique_ptr<Sequence>& sp) {
+    if (!sp || sp->finished) return;  // finished before the failure (or never admitted)
+    if (sp->req.cancelled->load()) return finish(*sp, "client-left");
+    metrics_.failed_request();  // counted before the client can see the answer
+    finish(*sp, "engine_failed");
+    sp->channel->push(failed_event());
+  };
+  metrics_.set_active(0);
+  metrics_.set_queue_depth(0);
+  for (auto& sp : active) answer(sp);
+  for (auto& sp : incoming) answer(sp);
+  for (auto& sp : queued) answer(sp);
+  // What the engine holds goes back (free_memory never throws, also on a failed device): the requests'
+  // K/V blocks, image embeddings and drafters, then the prompt cache's blocks and vision outputs.
+  active.clear();
+  incoming.clear();
+  queued.clear();
+  cache_.reset();
+}
 
 void Engine::admit(std::unique_ptr<Sequence>& sp) {
   Sequence& s = *sp;
@@ -289,6 +359,7 @@ Status Engine::start_cache(Sequence& s) {
 }
 
 void Engine::finish(Sequence& s, const std::string& reason) {
+  s.finished = true;
   double secs = std::chrono::duration<double>(Clock::now() - s.t_start).count();
   int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
   int64_t n_out = static_cast<int64_t>(s.output.size());

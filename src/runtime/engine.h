@@ -4,6 +4,13 @@
 // decoding sequences (plus their drafts), then prefill chunks while the step's token budget lasts —
 // so the weights are read once per step, not once per sequence. New requests start while others
 // decode. A sequence's numbers never depend on what else is in the step (docs/design.md, invariant 2).
+//
+// Device failure: a backend call that throws DeviceError (a CUDA error; backend/device_error.h) fails the
+// engine for good: every request it holds (running, preempted or queued) is answered 503 (code
+// "engine_failed", Retry-After: another engine, or a restarted server, can take it) — tokens already sent
+// stay as they were, none is sent after the failure, and no failed request ever ends as a success; it frees
+// its requests' memory and its prompt cache, reports ready() false and health() "failed" with the error,
+// answers every later request 503 at once, and its thread ends. An EngineGroup routes around it.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -60,11 +67,17 @@ class Engine final : public EngineApi {
   ~Engine() override;
 
   EngineInfo info() const override;
-  bool ready() const override { return true; }
+  bool ready() const override { return !failed_.load(); }
+  std::vector<EngineHealth> health() const override;
   std::shared_ptr<RequestChannel> submit(GenerationRequest request) override;
   Expected<std::vector<int32_t>> tokenize(const GenerationRequest& request) override;
   Expected<std::string> detokenize(const std::vector<int32_t>& ids) override;
   std::string metrics_text() const override;
+  // While held, queued requests wait in the queue (running ones go on); on release the next step
+  // admits every request that fits at once. Lets tests start several requests in one step.
+  void hold_admission(bool hold);
+  // The backend the engine computes on (tests arm test_hooks::fail_backend_op on it).
+  Backend& backend() const;
 
   struct Sequence;  // engine-thread state of one request (engine_sequence.h)
   struct Work;      // one sequence's rows in a step
@@ -72,12 +85,22 @@ class Engine final : public EngineApi {
  private:
   Engine() = default;
   void loop();
+  // engine_step.cpp: admits requests and runs steps until stopped. active: the running sequences;
+  // incoming: those being admitted (both seen by fail() when a DeviceError leaves the loop).
+  void run_loop(std::vector<std::unique_ptr<Sequence>>& active,
+                std::vector<std::unique_ptr<Sequence>>& incoming);
+  // A DeviceError reached the loop: answers every request 503 and frees them (engine.cpp).
+  void fail(std::vector<std::unique_ptr<Sequence>>& active, std::vector<std::unique_ptr<Sequence>>& incoming,
+            const std::string& what);
+  EngineEvent failed_event() const;
   Expected<Prompt> build_prompt(const GenerationRequest& r) const;
   void admit(std::unique_ptr<Sequence>& s);
   // engine_step.cpp: one step over the active sequences (finished ones are reset).
   void run_step(std::vector<std::unique_ptr<Sequence>>& active);
-  // Vision phase: encodes the images (false when the sequence finished).
-  bool run_vision(Sequence& s);
+  // engine_vision.cpp: the vision phase of the step's new sequences: their images (those after the
+  // prompt-cache resume point, not in the vision cache) encoded in one encoder call; ok[i] false when
+  // sequence i finished (a bad image: 400; a client that left: client-left).
+  void run_vision(const std::vector<Sequence*>& seqs, std::vector<bool>& ok);
   // The rows of a prefill chunk of at most max_rows (false: none fit) / of a decode step.
   bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
   Status plan_decode(Sequence& s, Work& w);
@@ -108,12 +131,6 @@ class Engine final : public EngineApi {
   // engine_cache.cpp: restores the longest cached block-aligned proper prefix of the prompt into
   // `cache` (fresh) and returns its length (0: none); keys gets the prompt's block keys.
   int64_t resume_from_cache(const Prompt& p, SequenceCache& cache, std::vector<std::string>& keys);
-  // Vision rows [Σ n_tokens, hidden] of the images that have rows at or after resume_pos, from the
-  // vision cache or the encoder; rows_done = rows of the first such image before resume_pos.
-  // Encodes image by image and stops (error) as soon as *cancelled is set: a client that leaves
-  // during vision encoding is dropped after the image being encoded.
-  Expected<DeviceBuffer> encode_images_from(const Prompt& p, int64_t resume_pos, int64_t& rows_done,
-                                            const std::atomic<bool>* cancelled = nullptr);
   // Caches the prompt blocks that end in (begin, end], just computed by a prefill forward.
   void cache_prompt_blocks(const std::vector<std::string>& keys, SequenceCache& cache, int64_t begin,
                            int64_t end);
@@ -131,6 +148,9 @@ class Engine final : public EngineApi {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> queue_;
   bool stop_ = false;
+  bool held_ = false;  // hold_admission
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // why (under mu_)
   std::thread thread_;
   mutable EngineMetrics metrics_;
   std::unique_ptr<PrefixCache> cache_;  // null when --cache-mb 0; engine thread only

@@ -115,11 +115,20 @@ struct EngineInfo {
   int64_t created_unix = 0;
 };
 
+// One engine's state for GET /health: "ok" (serving), "loading", or "failed" (its device failed: it
+// answered its requests 503 and takes no new one; `error` says why).
+struct EngineHealth {
+  std::string status;
+  std::string error;
+};
+
 class EngineApi {
  public:
   virtual ~EngineApi() = default;
   virtual EngineInfo info() const = 0;
-  virtual bool ready() const = 0;  // false while loading (/health answers 503)
+  virtual bool ready() const = 0;  // false while loading or once failed (/health answers 503)
+  // Each engine behind this one (one for an engine, several for a group), in order.
+  virtual std::vector<EngineHealth> health() const { return {EngineHealth{ready() ? "ok" : "loading", ""}}; }
   // Queues a request; events arrive on the returned channel, ending with Finished or Error.
   virtual std::shared_ptr<RequestChannel> submit(GenerationRequest request) = 0;
   // Prompt ids for a request as submit() would build them (messages or prompt), without images decoded

@@ -76,6 +76,13 @@ bool EngineGroup::ready() const {
   return std::any_of(engines_.begin(), engines_.end(), [](const auto& e) { return e->ready(); });
 }
 
+std::vector<EngineHealth> EngineGroup::health() const {
+  std::vector<EngineHealth> out;
+  for (const auto& e : engines_)
+    for (EngineHealth& h : e->health()) out.push_back(std::move(h));
+  return out;
+}
+
 int64_t EngineGroup::outstanding_locked(size_t i) const {
   auto& v = open_[i];
   v.erase(std::remove_if(v.begin(), v.end(), [](const Open& o) { return o.channel.expired(); }), v.end());

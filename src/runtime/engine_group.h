@@ -6,9 +6,10 @@
 // - otherwise, or when that engine has more than kSlackTokens outstanding tokens above the least loaded
 //   ready engine, the least loaded one takes it (outstanding tokens: each in-flight request's max_tokens,
 //   kDefaultTokens where it gives none; lowest index on ties);
-// - failure: an engine that is not ready (failed: EngineApi::ready() false) takes no new request; its own
-//   requests are its to answer (a failing engine answers them 503). With no ready engine the request is
-//   answered 503 with Retry-After.
+// - failure: an engine that is not ready (failed: EngineApi::ready() false; runtime/engine.h says what a
+//   failed engine does) takes no new request, also none whose page it holds; its own requests are its to
+//   answer (a failing engine answers them 503). With no ready engine the request is answered 503 with
+//   Retry-After. health() lists every engine's state (GET /health: 200 while one serves).
 // In flight = the request channels handed out and still held by their clients (the HTTP handler holds
 // one until its response ends).
 #pragma once
@@ -32,7 +33,8 @@ class EngineGroup final : public EngineApi {
   explicit EngineGroup(std::vector<std::shared_ptr<EngineApi>> engines);
 
   EngineInfo info() const override;
-  bool ready() const override;  // some engine is ready
+  bool ready() const override;                        // some engine is ready
+  std::vector<EngineHealth> health() const override;  // each engine's, in order
   std::shared_ptr<RequestChannel> submit(GenerationRequest request) override;
   Expected<std::vector<int32_t>> tokenize(const GenerationRequest& request) override;
   Expected<std::string> detokenize(const std::vector<int32_t>& ids) override;

@@ -37,6 +37,7 @@ struct Engine::Sequence {
   int64_t admit_order = 0;         // larger: admitted later
   bool preempted = false;          // waiting in the queue for readmission
   int64_t n_replayed = 0;          // Replay: output tokens recomputed so far
+  bool finished = false;           // finish() ran: its channel has its last event
 };
 
 // One sequence's share of a step: a prefill chunk, or its decode rows (the last token, plus drafts

@@ -12,23 +12,6 @@
 
 namespace tf {
 
-bool Engine::run_vision(Sequence& s) {
-  // Only images with rows after the resume point; identical images come from the vision cache.
-  auto emb = encode_images_from(s.prompt, s.n_cached, s.image_rows_done, s.req.cancelled.get());
-  if (!emb.ok() && s.req.cancelled->load()) {
-    finish(s, "client-left");
-    return false;
-  }
-  if (!emb.ok()) {
-    s.channel->push(error_event(400, emb.error().message));
-    finish(s, "error");
-    return false;
-  }
-  s.image_embeds = std::move(emb).value();
-  s.phase = Sequence::Phase::Prefill;
-  return true;
-}
-
 bool Engine::plan_prefill(Sequence& s, int64_t max_rows, Work& w) {
   const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size()), B = 64;
   const int64_t begin = s.n_prefilled;
@@ -140,10 +123,12 @@ bool Engine::finish_work(Work& w, const int32_t* records, int64_t width) {
 }
 
 void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
-  // Clients that left, and the vision phase (the encoder runs before the sequence's first chunk). The
-  // images encoded in one step are bounded by the step's token budget (at least one sequence's), so
-  // a burst of new pages does not stall the sequences that are decoding.
+  // Clients that left, and the vision phase (the encoder runs before the sequence's first chunk): the
+  // images of the sequences that start in this step go through the encoder in one call, bounded by
+  // the step's token budget (at least one sequence's), so a burst of new pages does not stall the
+  // sequences that are decoding.
   int64_t vision_rows = 0;
+  std::vector<std::unique_ptr<Sequence>*> starting;
   for (auto& sp : active) {
     Sequence& s = *sp;
     if (s.req.cancelled->load()) {
@@ -153,7 +138,15 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     }
     if (s.phase != Sequence::Phase::Vision || (vision_rows > 0 && vision_rows >= max_batch_tokens_)) continue;
     for (const auto& im : s.prompt.images) vision_rows += im.n_tokens;
-    if (!run_vision(s)) sp.reset();
+    starting.push_back(&sp);
+  }
+  if (!starting.empty()) {
+    std::vector<Sequence*> seqs;
+    for (auto* sp : starting) seqs.push_back(sp->get());
+    std::vector<bool> ok;
+    run_vision(seqs, ok);
+    for (size_t i = 0; i < starting.size(); ++i)
+      if (!ok[i]) starting[i]->reset();
   }
   std::erase_if(active, [](const auto& s) { return !s; });
 
@@ -302,16 +295,24 @@ int64_t Engine::blocks_to_start(const Sequence& s) const {
   return (n + kKvBlock - 1) / kKvBlock;
 }
 
-void Engine::loop() {
-  pipe_->model().backend().bind_thread();  // this thread's work goes to the engine's device
-  std::vector<std::unique_ptr<Sequence>> active;
+void Engine::hold_admission(bool hold) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = hold;
+  }
+  cv_.notify_all();
+}
+
+void Engine::run_loop(std::vector<std::unique_ptr<Sequence>>& active,
+                      std::vector<std::unique_ptr<Sequence>>& incoming) {
   for (;;) {
-    std::vector<std::unique_ptr<Sequence>> incoming;
+    incoming.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
+      cv_.wait(lock, [&] { return stop_ || (!held_ && !queue_.empty()) || !active.empty(); });
       if (stop_) return;
-      while (!queue_.empty() && static_cast<int>(active.size() + incoming.size()) < opts_.parallel) {
+      while (!held_ && !queue_.empty() &&
+             static_cast<int>(active.size() + incoming.size()) < opts_.parallel) {
         // A preempted sequence comes back once the pool can hold what it had (others keep going).
         const Sequence& f = *queue_.front();
         if (f.preempted && !active.empty()) {

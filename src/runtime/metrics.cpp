@@ -30,6 +30,12 @@ void EngineMetrics::vision_cache_lookup(bool hit) {
   image_hits_ += hit;
 }
 
+void EngineMetrics::vision_encode(int64_t images) {
+  std::lock_guard<std::mutex> lock(mu_);
+  vision_calls_++;
+  vision_images_ += images;
+}
+
 void EngineMetrics::set_prompt_cache(int64_t bytes, int64_t blocks, int64_t evicted) {
   std::lock_guard<std::mutex> lock(mu_);
   cache_bytes_ = bytes;
@@ -83,11 +89,24 @@ std::string EngineMetrics::text() const {
   o << "# HELP tensorfold_vision_cache_hits_total Images whose encoder output came from the cache.\n"
        "# TYPE tensorfold_vision_cache_hits_total counter\ntensorfold_vision_cache_hits_total "
     << image_hits_ << "\n";
+  o << "# HELP tensorfold_vision_encode_calls_total Vision-encoder calls (one per step that starts images).\n"
+       "# TYPE tensorfold_vision_encode_calls_total counter\ntensorfold_vision_encode_calls_total "
+    << vision_calls_ << "\n";
+  o << "# HELP tensorfold_vision_images_encoded_total Images encoded (images per call = this / calls).\n"
+       "# TYPE tensorfold_vision_images_encoded_total counter\ntensorfold_vision_images_encoded_total "
+    << vision_images_ << "\n";
   o << "# TYPE tensorfold_prompt_cache_bytes gauge\ntensorfold_prompt_cache_bytes " << cache_bytes_ << "\n";
   o << "# TYPE tensorfold_prompt_cache_blocks gauge\ntensorfold_prompt_cache_blocks " << cache_blocks_
     << "\n";
   o << "# TYPE tensorfold_prompt_cache_evictions_total counter\ntensorfold_prompt_cache_evictions_total "
     << cache_evicted_ << "\n";
+  o << "# HELP tensorfold_engine_failed 1 once the engine's device failed: it serves nothing more.\n"
+       "# TYPE tensorfold_engine_failed gauge\ntensorfold_engine_failed "
+    << failed_.load() << "\n";
+  o << "# HELP tensorfold_engine_failed_requests_total Requests answered 503 because the engine's device "
+       "failed.\n# TYPE tensorfold_engine_failed_requests_total counter\n"
+       "tensorfold_engine_failed_requests_total "
+    << failed_requests_.load() << "\n";
   o << "# TYPE tensorfold_queue_depth gauge\ntensorfold_queue_depth " << queue_depth_.load() << "\n";
   o << "# TYPE tensorfold_active_sequences gauge\ntensorfold_active_sequences " << active_.load() << "\n";
   o << "# HELP tensorfold_kv_blocks K/V pool blocks of " << 64

@@ -27,9 +27,14 @@ class EngineMetrics {
   // encoded or reused, and the cache's size after a change.
   void prompt_cache_lookup(bool hit);
   void vision_cache_lookup(bool hit);
+  // One vision-encoder call over `images` images (the images of every sequence starting in a step).
+  void vision_encode(int64_t images);
   void set_prompt_cache(int64_t bytes, int64_t blocks, int64_t evicted);
   void set_queue_depth(int64_t n) { queue_depth_ = n; }
   void set_active(int64_t n) { active_ = n; }
+  // The engine's device failed (runtime/engine.h); a request answered 503 for it.
+  void set_failed() { failed_ = 1; }
+  void failed_request() { ++failed_requests_; }
   std::string text() const;
 
  private:
@@ -38,12 +43,14 @@ class EngineMetrics {
   int64_t prompt_tokens_ = 0, output_tokens_ = 0, cached_tokens_ = 0;
   int64_t draft_proposed_ = 0, draft_accepted_ = 0;
   int64_t cache_lookups_ = 0, cache_hits_ = 0, image_lookups_ = 0, image_hits_ = 0;
+  int64_t vision_calls_ = 0, vision_images_ = 0;
   int64_t cache_bytes_ = 0, cache_blocks_ = 0, cache_evicted_ = 0;
   static constexpr std::array<double, 10> kBuckets{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
   std::array<int64_t, kBuckets.size()> bucket_counts_{};
   int64_t step_count_ = 0, forward_steps_ = 0, step_rows_ = 0, step_sequences_ = 0;
   double step_sum_ = 0;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
+  std::atomic<int64_t> failed_{0}, failed_requests_{0};
   std::atomic<int64_t> kv_total_{0}, kv_free_{0}, kv_cached_{0}, preemptions_{0};
 };
 

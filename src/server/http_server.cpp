@@ -77,10 +77,33 @@ void install_routes(ServerState& st) {
   http.Post("/v1/detokenize",
             [&st](const httplib::Request& q, httplib::Response& r) { handle_detokenize(st, q, r); });
   http.Get("/v1/models", [&st](const httplib::Request&, httplib::Response& r) { handle_models(st, r); });
+  // 200 while some engine serves ("ok", or "degraded" when others failed: the survivors keep serving and
+  // tensorfold_engine_failed says which is out); 503 while loading, stopping, or once every engine failed
+  // ("failed": a liveness probe then restarts the server, which gets fresh devices). Each engine's state
+  // is listed under "engines".
   http.Get("/health", [&st](const httplib::Request&, httplib::Response& r) {
     auto engine = st.engine();
     bool ok = engine && engine->ready() && !st.stopping;
-    send_json(r, ok ? 200 : 503, json{{"status", ok ? "ok" : (st.stopping ? "stopping" : "loading")}});
+    json body = json::object();
+    std::string status = st.stopping ? "stopping" : "loading";
+    if (engine) {
+      json engines = json::array();
+      size_t n_ok = 0, n_failed = 0;
+      for (const EngineHealth& h : engine->health()) {
+        json e{{"engine", engines.size()}, {"status", h.status}};
+        if (!h.error.empty()) e["error"] = h.error;
+        engines.push_back(std::move(e));
+        n_ok += h.status == "ok";
+        n_failed += h.status == "failed";
+      }
+      if (!st.stopping)
+        status = ok ? (n_failed > 0 ? "degraded" : "ok") : (n_failed > 0 ? "failed" : "loading");
+      body["status"] = status;
+      body["engines"] = std::move(engines);
+    } else {
+      body["status"] = status;
+    }
+    send_json(r, ok ? 200 : 503, body);
   });
   http.Get("/metrics", [&st](const httplib::Request&, httplib::Response& r) {
     auto engine = st.engine();
@@ -148,6 +171,14 @@ std::shared_ptr<EngineApi> ServerState::ready_engine(httplib::Response& res) con
     return nullptr;
   }
   if (!e || !e->ready()) {
+    std::string failure;
+    if (e)
+      for (const EngineHealth& h : e->health())
+        if (h.status == "failed") failure = h.error;
+    if (!failure.empty()) {
+      send_error(res, ApiError{503, failure + "; no engine is serving", "", "engine_failed", "", 1});
+      return nullptr;
+    }
     send_error(res,
                ApiError{503, "the model is still loading; retry when GET /health answers 200", "", "", ""});
     return nullptr;

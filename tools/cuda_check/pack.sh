@@ -22,7 +22,7 @@ done
 # Libraries outside the C/C++ runtime, resolved here (the GPU image may lack or differ in them).
 for f in "$stage/tensorfold" "$stage/tests/test_models"; do
   if [ -e "$f" ]; then ldd "$f" | awk '/=> \//{print $3}'; fi
-done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+done | sort -u | { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' || true; } |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 tar cJf .gpu/bin.tar.xz -C "$stage" .
 echo "$PWD" > .gpu/source_dir

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU-machine calls (the `run` tool) for both demo checkpoints, from the repository root, fonts unpacked into
 # .fonts/ (`tar xJf .fontpack/fonts.tar.xz`). $OUT gets all.log plus, per MODE:
+# WARM=1: train and smoke start from models/demo-* (--resume) with WARM_ARGS instead of from scratch.
 #   smoke  both families: train.py --smoke (whole pipeline on a few chunks and steps: render workers with the real
 #          processors, both bucket kinds, save, reload, batched oracle on 4 images per set), then oracle_ids.py and
 #          demo_goldens.py on the smoke checkpoint (2 pages, 1 case);
@@ -17,6 +18,11 @@ MODE=${MODE:-train}
 FAMILIES=${FAMILIES:-"lighton qwen"}        # train: which to train
 MODELS=${MODELS:-"demo-lighton demo-qwen35"}  # eval: which checkpoints under models/
 TRAIN_SECONDS=${TRAIN_SECONDS:-420}
+if [ "${WARM:-0}" = 1 ]; then  # fine-tune the committed first-recipe checkpoints (README, "Any geometry": next)
+  WARM_ARGS=${WARM_ARGS:---lr 5e-4 --warmup 100 --old-only 0 --page-start 300 --page-frac 0.35}
+  LIGHTON_ARGS=${LIGHTON_ARGS:---resume models/demo-lighton --ctc-weight 0.3 $WARM_ARGS}
+  QWEN_ARGS=${QWEN_ARGS:---resume models/demo-qwen35 --ctc-weight 0.5 --qwen-size m $WARM_ARGS}
+fi
 LIGHTON_ARGS=${LIGHTON_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.3}
 QWEN_ARGS=${QWEN_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.5 --qwen-size m}
 mkdir -p "$OUT/lighton" "$OUT/qwen"

@@ -11,6 +11,10 @@ namespace tf {
 // results do not depend on the thread count.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool* pool = nullptr);
 
+class DeviceFailure;
+// The failure state of a CPU backend (null for another backend): test_hooks::fail_backend_op.
+DeviceFailure* cpu_device_failure(Backend& b);
+
 // How the CPU ops evaluate exp, erf, tanh, cos, sin and log1p (backend/cpu/fmath.h): glibc's float
 // functions (the default), or in double rounded once, as the CUDA kernels do (the contract tests).
 // Process-wide; set it before any op runs.

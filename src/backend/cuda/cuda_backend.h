@@ -11,4 +11,8 @@ namespace tf {
 // a device that cannot be initialised). On success *device (when given) describes the GPU chosen.
 // GPU `index` (CUDA's numbering, as nvidia-smi lists them unless CUDA_VISIBLE_DEVICES says otherwise).
 Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* device = nullptr, int index = 0);
+
+class DeviceFailure;
+// The failure state of a CUDA backend (null for another backend): test_hooks::fail_backend_op.
+DeviceFailure* cuda_device_failure(Backend& b);
 }  // namespace tf

@@ -1,5 +1,5 @@
-// Every CUDA runtime call is checked: a failure aborts with the file, line and CUDA's message (a
-// failed launch or copy is a programming error or a lost device, neither recoverable inside a step).
+// Every CUDA runtime call is checked: a failure throws tf::DeviceError (backend/device_error.h) with the
+// call, file, line and CUDA's message; its backend then refuses all work and its engine fails (503s).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -24,6 +24,14 @@ int linear_tc_large_end();
 const char* linear_tc_large_name(int which);
 bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out);
+// The small-row candidates of linear_tc_small.cu (<= 64 rows), configs 1 .. linear_tc_small_variants() of
+// test_hooks::set_cuda_linear_small_config, k chunks of kc; false (nothing queued) where they do not apply
+// (in_f % 8, alignment, > 64 rows): the caller then runs linear_tc.cu's chunks kernel, which has the same
+// bits.
+int linear_tc_small_variants();
+const char* linear_tc_small_name(int which);
+bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
+                            const Tensor& out, int kc);
 bool attention_tc_applies(const Tensor& q, int64_t head_dim);
 void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& key_ranges, float scale, const Tensor& out);

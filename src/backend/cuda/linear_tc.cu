@@ -13,7 +13,9 @@
 // so a row's bits are the same whether the call has 1, 8, 37 or 9,000 rows and whichever
 // configuration ran it (mma.cuh explains why the instruction allows it). The configuration is picked
 // from the shape only for speed:
-// - n <= 64 (decode, draft verification, small batches): the chunks kernel. A block owns BN output
+// - n <= 64 (decode, draft verification, small batches): linear_tc_small.cu's kernel by default
+//   (test_hooks::set_cuda_linear_small_config; the same arithmetic, its loads cheaper to issue), else the
+//   chunks kernel below. A block owns BN output
 //   columns over all of k; its warps take chunks in turn (warp w: chunks w, w + NW, ...), each
 //   streaming its chunk through its own cp.async ring, so up to NW chunks are in flight per block and
 //   the blocks (out_f / BN of them, BN 8 or 16) cover the SMs; the partials meet in shared memory and
@@ -51,6 +53,15 @@ std::atomic<int> g_planted_small_chunk{0};
 // 2.0-2.5x config 0; BENCHMARKS.md "Fused decoder"). Every configuration gives the same bits.
 constexpr int kDefaultLargeConfig = 7;
 std::atomic<int> g_large_config{kDefaultLargeConfig};
+// <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
+// same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps, no programmatic
+// launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the
+// launches of candidate 3, above that those of candidate 1, the fastest at each row count of the five
+// measured (one decode step's linears at 1 row 747 us against the chunks kernel's 919), both bit-identical
+// there to every other configuration (contract test). 8 (column width by occupancy) is expected faster still
+// and has not run on the GPU yet.
+constexpr int kDefaultSmallConfig = 7;
+std::atomic<int> g_small_config{kDefaultSmallConfig};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -376,8 +387,12 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const bool vec =
       in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
   const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  const int small = g_small_config.load(std::memory_order_relaxed);
+  if (n <= 64 && small > 0 &&
+      launch_linear_tc_small(s, small, x, w, bias, out, n <= 16 && planted ? planted : kChunk))
+    return;
   if (n <= 16) {
-    const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
     const int kc = planted ? planted : kChunk;
     // 8 columns per block up to ~2 waves of blocks on 132 SMs (k/v/o/down: 128 blocks), 16 beyond
     // (lm_head); 8 warps where k has more than 4 chunks (down: 12 chunks in 2 rounds instead of 3).
@@ -435,6 +450,16 @@ const char* cuda_linear_large_config_name(int which) {
   if (which == 0) return "128x128 k32 s4 8w 64x32 smem (padded)";
   if (which == 1) return "128x64 k32 s4 8w 32x32 reg (padded)";
   return tf::cuda::linear_tc_large_name(which);
+}
+bool set_cuda_linear_small_config(int which) {
+  TF_CHECK(which >= 0 && which <= tf::cuda::linear_tc_small_variants());
+  tf::cuda::g_small_config.store(which, std::memory_order_relaxed);
+  return true;
+}
+int cuda_linear_small_configs() { return 1 + tf::cuda::linear_tc_small_variants(); }
+int cuda_linear_small_default() { return tf::cuda::kDefaultSmallConfig; }
+const char* cuda_linear_small_config_name(int which) {
+  return which == 0 ? "chunks (linear_tc.cu)" : tf::cuda::linear_tc_small_name(which);
 }
 bool set_cuda_linear_small_rows_chunk(int kc) {
   TF_CHECK(kc == 0 || (kc > 0 && kc % 64 == 0));

@@ -1,0 +1,87 @@
+// The configurations of the tensor-core linear for <= 64 rows (backend/cuda/linear_tc.cu's chunks kernel and
+// the candidates of backend/cuda/linear_tc_small.cu, picked by test_hooks::set_cuda_linear_small_config) give
+// the same bits as each other and as the tiled kernels of larger calls. The tolerance against the CPU and the
+// invariance of the default configuration: cuda_contract_tc_test.cpp. Skips where create_backend("cuda")
+// fails.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "backend/test_hooks.h"
+#include "cuda_contract_util.h"
+
+using namespace tf;
+using namespace tf::cudatest;
+
+namespace {
+
+constexpr DType kActs[] = {DType::BF16, DType::F32};
+constexpr DType kBF16 = DType::BF16;
+
+// out in `out_dt` (bf16 x and w: the tensor-core linear).
+Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* bias, DType out_dt) {
+  auto dx = upload_new(be, x), dw = upload_new(be, w);
+  DeviceBuffer db;
+  if (bias) db = upload_new(be, *bias);
+  auto out = be.alloc(out_dt, {x.shape()[0], w.shape()[0]});
+  be.linear(dx, dw, bias ? &db.tensor() : nullptr, out);
+  return fetch(be, out);
+}
+
+// The configurations for <= 64 rows (0: the chunks kernel of linear_tc.cu; 1..: the candidates of
+// linear_tc_small.cu, test_hooks::set_cuda_linear_small_config) are a speed choice only: calls of 1, 2, 7,
+// 16, 17, 33 and 64 rows under each give the bits of the same rows of one 256-row call (the tiled kernels),
+// in f32 and bf16. Shapes as above plus the 1B's decode shapes (stacked q|k|v, down); bias or none. Control:
+// with the planted 128-wide chunks, each configuration's 1-row call must differ (f32 out).
+TEST_F(CudaContract, BatchInvarianceLinearSmallConfigs) {
+  struct Restore {
+    ~Restore() {
+      test_hooks::set_cuda_linear_small_config(test_hooks::cuda_linear_small_default());
+      test_hooks::set_cuda_linear_small_rows_chunk(0);
+    }
+  } restore;
+  const int n_cfg = test_hooks::cuda_linear_small_configs();
+  ASSERT_GE(n_cfg, 2);
+  struct Case {
+    int64_t in_f, out_f;
+    bool bias;
+  };
+  uint32_t seed = 120;
+  for (const Case c :
+       {Case{200, 72, true}, Case{1000, 130, false}, Case{3000, 520, true}, Case{1001, 4300, true},
+        Case{2056, 4240, false}, Case{1024, 4096, false}, Case{3072, 1024, true}}) {
+    Buffer x = randn(kBF16, {256, c.in_f}, seed++), w = randn(kBF16, {c.out_f, c.in_f}, seed++, 0.03f),
+           b = randn(kBF16, {c.out_f}, seed++);
+    const Buffer* bp = c.bias ? &b : nullptr;
+    for (DType out_dt : kActs) {
+      const std::string what =
+          cat("linear ", c.in_f, "->", c.out_f, c.bias ? " +bias" : "", " out ", dtype_name(out_dt));
+      const Buffer full = run_linear(dev(), x, w, bp, out_dt);
+      for (int cfg = 0; cfg < n_cfg; ++cfg) {
+        ASSERT_TRUE(test_hooks::set_cuda_linear_small_config(cfg));
+        int bad = 0;
+        for (int64_t rows : {1, 2, 7, 16, 17, 33, 64}) {
+          const int64_t r0 = (rows * 37) % (256 - rows);
+          const Diff d =
+              diff(rows_of(full, r0, r0 + rows), run_linear(dev(), rows_of(x, r0, r0 + rows), w, bp, out_dt));
+          if (d.error.empty() && d.differ == 0) continue;
+          ++bad;
+          ADD_FAILURE() << what << ": config " << cfg << " ("
+                        << test_hooks::cuda_linear_small_config_name(cfg) << "), " << rows << " rows at row "
+                        << r0 << ": " << d.str();
+        }
+        std::printf("[ contract ] %s: small config %d (%s): %s\n", what.c_str(), cfg,
+                    test_hooks::cuda_linear_small_config_name(cfg),
+                    bad ? "DIFFERS" : "7 row counts bit-identical");
+        if (out_dt != DType::F32) continue;
+        ASSERT_TRUE(test_hooks::set_cuda_linear_small_rows_chunk(128));
+        EXPECT_TRUE(Differs(rows_of(full, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, bp, out_dt)))
+            << what << ": config " << cfg << " with chunks of 128: control not caught";
+        ASSERT_TRUE(test_hooks::set_cuda_linear_small_rows_chunk(0));
+      }
+      ASSERT_TRUE(test_hooks::set_cuda_linear_small_config(test_hooks::cuda_linear_small_default()));
+    }
+  }
+}
+
+}  // namespace
