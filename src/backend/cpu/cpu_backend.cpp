@@ -162,6 +162,7 @@ class CpuBackend final : public Backend {
     cpu::top_k(pool_, logits, k, values, indices);
   }
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
+    begin_call();
     cpu::sample(pool_, logits, params, out);
   }
 

@@ -204,7 +204,7 @@ class CudaBackend final : public Backend {
     guard([&] { cuda::launch_top_k(s_, logits, k, values, indices); });
   }
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
-    cuda::launch_sample(s_, logits, params, out);
+    guard([&] { cuda::launch_sample(s_, logits, params, out); });
   }
 
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
