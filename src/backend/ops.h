@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "backend/sampling.h"
 #include "base/status.h"
 #include "tensor/tensor.h"
 
@@ -257,6 +258,18 @@ class Backend {
   // top_k: logits[n, V] F32 -> values[n, k] F32 and indices[n, k] I32, sorted by value
   // descending, ties by lower index first.
   virtual void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) = 0;
+
+  // sample: one token per logit row, chosen with the row's own parameters (the step's sampler, so only
+  // ids and logprobs leave the device). logits[n, V] F32; params[n, kSampleRowWords] I32, row r a
+  // SampleRow (backend/sampling.h); out[n, w] I32 with w = 1 (ids only) or w = 2 + 2 m:
+  //   out[r][0]          the token sampling::draw(row r, params[r]) picks;
+  //   out[r][1]          (w > 1, n_logprobs >= 0) its logprob's f32 bits, sampling::logprobs;
+  //   out[r][2 + 2j], [3 + 2j]  (j < min(n_logprobs, m, V)) the j-th most likely token and its logprob
+  //                      bits; every other column of the row is 0.
+  // A row's result depends on its logits and parameters only (not on the other rows, n or w). The CPU
+  // op is the reference itself; CUDA (backend/cuda/sample.cu) holds ids to it except where the draw u
+  // or the top-p cut lies within a stated epsilon of a cumulative boundary, logprobs within 1e-5.
+  virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& out) = 0;
 
   // ---- Qwen3.5 ops (Gated DeltaNet, gated attention, Qwen vision) ------------------------------
   // HF: models/qwen3_5/modeling_qwen3_5.py (torch paths; fla / causal-conv1d not installed).

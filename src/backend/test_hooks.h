@@ -52,4 +52,9 @@ int cuda_attention_default();   // the variant production runs
 // held to the CPU by a tolerance; off by default, see its header). False without CUDA.
 bool set_cuda_delta_rule_variant(int which);
 
+// Planted faults in the CUDA sample kernel (backend/cuda/sample.cu) for its contract test: 0 (default)
+// none; 1 each row draws with the RNG counter of the next output position; 2 each row samples at row
+// 0's temperature (a row's token depends on the other rows). False without CUDA.
+bool set_cuda_sample_variant(int which);
+
 }  // namespace tf::test_hooks

@@ -85,6 +85,9 @@ struct ForwardBatch {
   // generated one: Transformers' decode steps carry no pixel_values either).
   const Tensor* image_embeds = nullptr;
   std::vector<int32_t> logit_rows;  // batch rows that need logits, in the order wanted
+  // StepOutput::kSampled: how each logit row's token is chosen (one per logit_rows entry; empty: every
+  // row greedy, without logprobs).
+  std::vector<SampleRow> sample;
   // Prompt cache: recurrent families keep their state at every position inside the batch that is a
   // multiple of 64 (counted from 0, after the rows before it), for snapshot(). Kept states live in
   // the cache until snapshot() takes them or the next forward drops them. Ignored by pure attention.
@@ -96,8 +99,9 @@ struct ForwardBatch {
   bool decode_rows = false;
 };
 
-// What a step returns for its logit rows: the f32 logits, or only each row's argmax.
-enum class StepOutput { kLogits, kArgmax };
+// What a step returns for its logit rows: the f32 logits, only each row's argmax, or only each row's
+// sampled token and the logprobs its ForwardBatch::sample asks for (Backend::sample on the device).
+enum class StepOutput { kLogits, kArgmax, kSampled };
 
 // One sequence's rows inside a step (Model::forward_step): its batch and its cache. A step holds each
 // cache at most once.
@@ -151,6 +155,8 @@ class Model {
   // With StepOutput::kArgmax only the greedy choice of each logit row comes back: I32 [Σ logit_rows],
   // the first index of the row's maximum (torch.argmax over the same f32 logits), computed on the
   // device so the logits never leave it.
+  // With StepOutput::kSampled: I32 [Σ logit_rows, w], each row's record of Backend::sample with the
+  // row's ForwardBatch::sample parameters (w = 1 when no row asks for logprobs; read it from dim(1)).
   virtual Expected<Buffer> forward_step(std::span<const Segment> segments,
                                         StepOutput out = StepOutput::kLogits) = 0;
   // Null to switch capturing off.

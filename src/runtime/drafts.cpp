@@ -160,8 +160,16 @@ Expected<Drafter::Step> Drafter::step(SequenceCache& cache, std::span<const int3
                                       std::span<const int32_t> output, const SamplingParams& sampling,
                                       int64_t max_new) {
   TF_ASSIGN(Plan p, plan(cache, prompt, output, max_new));
-  TF_ASSIGN(Buffer logits, model_.forward(p.batch, cache));
-  return complete(cache, p, std::move(logits), sampling);
+  // Row i's token drawn on the device (Backend::sample) at output position out_pos + i, as the engine's
+  // steps draw it: only the ids come back.
+  for (size_t i = 0; i < p.batch.logit_rows.size(); ++i)
+    p.batch.sample.push_back(sample_row(sampling, p.out_pos + i));
+  const Segment seg{&p.batch, &cache};
+  TF_ASSIGN(Buffer rec, model_.forward_step(std::span<const Segment>(&seg, 1), StepOutput::kSampled));
+  std::vector<int32_t> ids(p.batch.logit_rows.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = rec.as<int32_t>()[static_cast<int64_t>(i) * rec.shape()[1]];
+  return complete_greedy(cache, p, ids);
 }
 
 }  // namespace tf

@@ -70,7 +70,8 @@ class Drafter {
 
   struct Step {
     std::vector<int32_t> tokens;  // 1 .. k + 1 tokens, in output order
-    Buffer logits;                // [tokens.size() or more, vocab]: tokens[i] was drawn from row i
+    Buffer logits;                // complete(): [tokens.size() or more, vocab], tokens[i] drawn from row i
+                                  // (empty after step() and complete_greedy(): drawn on the device)
     int proposed = 0, accepted = 0;
   };
   // One decode step after the prompt: output is non-empty and its last token is not forwarded
@@ -92,8 +93,9 @@ class Drafter {
                       int64_t max_new);
   Expected<Step> complete(SequenceCache& cache, const Plan& plan, Buffer logits,
                           const SamplingParams& sampling);
-  // complete() for greedy decoding from each verified row's argmax (ids[i] for row i): the same
-  // acceptance, without the logits (Step::logits stays empty).
+  // complete() from each verified row's token as the device chose it (ids[i] for row i: the argmax, or
+  // the draw sample_token makes at out_pos + i, Backend::sample): the same acceptance, without the
+  // logits (Step::logits stays empty).
   Expected<Step> complete_greedy(SequenceCache& cache, const Plan& plan, std::span<const int32_t> ids);
 
   DraftMode mode() const { return mode_; }

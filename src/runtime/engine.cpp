@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <random>
 
@@ -383,25 +384,20 @@ void Engine::finish(Sequence& s, const std::string& reason) {
   }
 }
 
-void Engine::emit_token(Sequence& s, int32_t tok, std::span<const float> logits) {
+void Engine::emit_token(Sequence& s, const int32_t* record) {
   EngineEvent e = make_event(EngineEvent::Kind::Token);
+  const int32_t tok = record[0];
   e.token = tok;
   if (s.req.logprobs) {
-    float mx = -INFINITY;
-    for (float v : logits) mx = std::max(mx, v);
-    double sum = 0;
-    for (float v : logits) sum += std::exp(static_cast<double>(v - mx));
-    float lse = mx + static_cast<float>(std::log(sum));
-    e.logprob = TokenLogprob{tok, logits[tok] - lse};
-    if (s.req.top_logprobs > 0) {
-      std::vector<int32_t> idx(logits.size());
-      for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
-      size_t k = std::min(idx.size(), static_cast<size_t>(s.req.top_logprobs));
-      std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
-      for (size_t i = 0; i < k; ++i) e.top_logprobs.push_back({idx[i], logits[idx[i]] - lse});
-    }
+    // Computed on the device beside the token (Backend::sample; on the CPU sampling::logprobs).
+    auto f32 = [&](int64_t c) {
+      float v;
+      std::memcpy(&v, record + c, sizeof v);
+      return v;
+    };
+    e.logprob = TokenLogprob{tok, f32(1)};
+    const int64_t k = std::min<int64_t>(s.req.top_logprobs, pipe_->info().vocab_size);
+    for (int64_t j = 0; j < k; ++j) e.top_logprobs.push_back({record[2 + 2 * j], f32(3 + 2 * j)});
   }
   s.text_pending += s.detok->push(tok);
   size_t hold = s.req.stop.empty() ? 0 : stop_holdback(s.text_pending, s.req.stop);
@@ -410,9 +406,10 @@ void Engine::emit_token(Sequence& s, int32_t tok, std::span<const float> logits)
   s.channel->push(std::move(e));
 }
 
-bool Engine::take_token(Sequence& s, int32_t tok, std::span<const float> row) {
+bool Engine::take_token(Sequence& s, const int32_t* record) {
+  const int32_t tok = record[0];
   s.output.push_back(tok);
-  emit_token(s, tok, row);
+  emit_token(s, record);
   bool is_eos = std::find(s.eos.begin(), s.eos.end(), tok) != s.eos.end();
   if (!s.req.ignore_eos && is_eos) {
     finish(s, "stop");

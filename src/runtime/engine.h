@@ -105,12 +105,13 @@ class Engine final : public EngineApi {
   bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
   Status plan_decode(Sequence& s, Work& w);
   bool plan_replay(Sequence& s, int64_t max_rows, Work& w);
-  // After the forward: caches prompt blocks, samples and emits; false when the sequence finished.
-  // logits: the work's logit rows [rows, vocab]; or (greedy steps) ids: each row's argmax.
-  bool finish_work(Work& w, const float* logits, const int32_t* ids);
-  void emit_token(Sequence& s, int32_t tok, std::span<const float> logits);
-  // Appends and emits one sampled token, then applies the stop conditions; false when finished.
-  bool take_token(Sequence& s, int32_t tok, std::span<const float> logits);
+  // After the forward: caches prompt blocks, takes the sampled tokens and emits; false when the sequence
+  // finished. records: the work's logit rows' Backend::sample records [rows, width] (StepOutput::kSampled:
+  // the token, then the logprobs the request asked for), sampled on the device.
+  bool finish_work(Work& w, const int32_t* records, int64_t width);
+  void emit_token(Sequence& s, const int32_t* record);
+  // Appends and emits one sampled token (record[0]), then applies the stop conditions; false when finished.
+  bool take_token(Sequence& s, const int32_t* record);
   void finish(Sequence& s, const std::string& reason);
   // Ends a sequence at max_tokens (or when the pool cannot grow it alone), flushing held text.
   void finish_length(Sequence& s);

@@ -6,6 +6,7 @@
 // request's output never depends on what shared its steps.
 #include <algorithm>
 
+#include "backend/sampling.h"
 #include "base/log.h"
 #include "runtime/engine_sequence.h"
 
@@ -77,17 +78,11 @@ Status Engine::plan_decode(Sequence& s, Work& w) {
   return {};
 }
 
-bool Engine::finish_work(Work& w, const float* logits, const int32_t* ids) {
+bool Engine::finish_work(Work& w, const int32_t* records, int64_t width) {
   Sequence& s = *w.s;
-  const size_t vocab = static_cast<size_t>(pipe_->info().vocab_size);
-  // Row r's logits (none when the device returned argmax ids only), and the token it yields: the
-  // greedy id the device chose, or sample_token's draw from the logits.
-  auto row_of = [&](size_t r) {
-    return ids ? std::span<const float>() : std::span<const float>(logits + r * vocab, vocab);
-  };
-  auto token_of = [&](size_t r) {
-    return ids ? ids[r] : sample_token(row_of(r), s.req.sampling, static_cast<uint64_t>(s.output.size()));
-  };
+  // Row r's record: the token the device sampled there (sample_token's choice from the row's logits),
+  // then its logprobs.
+  auto row_of = [&](size_t r) { return records + static_cast<int64_t>(r) * width; };
   if (w.replay) {
     s.n_replayed = w.batch.positions.back() + 1 - static_cast<int64_t>(s.prompt.ids.size());
     if (s.n_replayed + 1 == static_cast<int64_t>(s.output.size())) s.phase = Sequence::Phase::Decode;
@@ -103,18 +98,14 @@ bool Engine::finish_work(Work& w, const float* logits, const int32_t* ids) {
     }
     if (w.batch.logit_rows.empty()) return true;  // more prefill to do
     s.phase = Sequence::Phase::Decode;
-    return take_token(s, token_of(0), row_of(0));
+    return take_token(s, row_of(0));
   }
   if (w.plan) {
-    const size_t rows = w.batch.logit_rows.size();
-    Expected<Drafter::Step> st = make_error("drafts");
-    if (ids) {
-      st = s.drafter->complete_greedy(*s.cache, *w.plan, std::span<const int32_t>(ids, rows));
-    } else {
-      Buffer lg(DType::F32, {static_cast<int64_t>(rows), static_cast<int64_t>(vocab)});
-      std::copy(logits, logits + rows * vocab, lg.as<float>());
-      st = s.drafter->complete(*s.cache, *w.plan, std::move(lg), s.req.sampling);
-    }
+    // Row i's token is the draw at output position out_pos + i (its sampling row says so): exactly the
+    // acceptance rule of accept_drafts, without the logits.
+    std::vector<int32_t> ids(w.batch.logit_rows.size());
+    for (size_t r = 0; r < ids.size(); ++r) ids[r] = row_of(r)[0];
+    Expected<Drafter::Step> st = s.drafter->complete_greedy(*s.cache, *w.plan, ids);
     if (!st.ok()) {
       s.channel->push(error_event(500, st.error().message));
       finish(s, "error");
@@ -124,13 +115,11 @@ bool Engine::finish_work(Work& w, const float* logits, const int32_t* ids) {
     // where it would have cut there.
     for (size_t i = 0; i < st->tokens.size(); ++i) {
       if (static_cast<int>(i) < st->accepted) s.drafter->count_accepted(1);  // before finish() reads it
-      const std::span<const float> row =
-          ids ? std::span<const float>() : std::span<const float>(st->logits.as<float>() + i * vocab, vocab);
-      if (!take_token(s, st->tokens[i], row)) return false;
+      if (!take_token(s, row_of(i))) return false;                           // row_of(i)[0] == st->tokens[i]
     }
     return true;
   }
-  return take_token(s, token_of(0), row_of(0));
+  return take_token(s, row_of(0));
 }
 
 void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
@@ -194,21 +183,26 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
   if (work.empty()) return;
 
   Model& m = pipe_->model();
-  const int64_t vocab = m.info().vocab_size;
   std::vector<Segment> segs;
   int64_t n_rows = 0;
   for (Work& w : work) {
     if (w.image_slice.data) w.batch.image_embeds = &w.image_slice;  // now that w stays put
+    // Each logit row is sampled on the device (only ids and asked-for logprobs come back): row i of the
+    // work yields output position out_pos + i (drafts: the verified rows in turn).
+    const Sequence& s = *w.s;
+    const uint64_t out_pos = w.plan ? w.plan->out_pos : static_cast<uint64_t>(s.output.size());
+    const int32_t n_logprobs = s.req.logprobs ? s.req.top_logprobs : -1;
+    w.batch.sample.clear();
+    for (size_t i = 0; i < w.batch.logit_rows.size(); ++i)
+      w.batch.sample.push_back(sample_row(s.req.sampling, out_pos + i, n_logprobs));
     segs.push_back({&w.batch, w.s->cache.get()});
     n_rows += static_cast<int64_t>(w.batch.token_ids.size());
   }
   metrics_.step_rows(n_rows, static_cast<int64_t>(work.size()));
-  // Greedy rows that want no logprobs need only their argmax: taken on the device, so the step's
-  // logits never cross to the host (the ids sample_token would pick from them: torch.argmax).
-  const bool greedy = std::all_of(work.begin(), work.end(), [](const Work& w) {
-    return w.batch.logit_rows.empty() || (w.s->req.sampling.temperature <= 0.0f && !w.s->req.logprobs);
-  });
-  const StepOutput mode = greedy ? StepOutput::kArgmax : StepOutput::kLogits;
+  // Every row's token (and logprobs) is chosen on the device, so the step's logits never cross to the
+  // host: greedy rows take torch.argmax, the others sample_token's draw (Backend::sample; the CPU op is
+  // sample_token itself).
+  const StepOutput mode = StepOutput::kSampled;
   auto logits = m.forward_step(segs, mode);
   std::vector<Buffer> alone(work.size());  // per-work logits when the step had to be split
   std::vector<const Sequence*> done;       // finished in this step
@@ -238,9 +232,8 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
     const int64_t first = logits.ok() ? at : 0;
     at += rows;
     if (!w.s) continue;
-    const bool ok = greedy ? finish_work(w, nullptr, out.as<int32_t>() + first)
-                           : finish_work(w, out.as<float>() + first * vocab, nullptr);
-    if (!ok) done.push_back(w.s);
+    const int64_t width = out.shape()[1];
+    if (!finish_work(w, out.as<int32_t>() + first * width, width)) done.push_back(w.s);
   }
   std::erase_if(active,
                 [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });

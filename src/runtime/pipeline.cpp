@@ -179,9 +179,18 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   // Chunk boundaries on multiples of 64 from position 0 keep Qwen3.5's delta-rule chunks where a
   // single full pass puts them (docs/design.md, invariant 2: chunking never changes a row's numbers).
   const int64_t chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  // Each token is chosen on the device (Backend::sample, as the engine's steps choose it): the forward
+  // returns each logit row's record, whose first entry is the token for output position out_pos + row.
+  auto forward_sampled = [&](ForwardBatch& b, uint64_t out_pos) -> Expected<Buffer> {
+    b.sample.clear();
+    for (size_t i = 0; i < b.logit_rows.size(); ++i)
+      b.sample.push_back(sample_row(opts.sampling, out_pos + i));
+    const Segment seg{&b, cache.get()};
+    return m.forward_step(std::span<const Segment>(&seg, 1), StepOutput::kSampled);
+  };
   // Prefill in chunks; rows of an image may span chunks, so hand each chunk its slice of rows.
   int64_t image_rows_done = 0;
-  Buffer logits;
+  Buffer records;
   for (int64_t begin = 0; begin < n_prompt; begin += chunk) {
     int64_t end = std::min(n_prompt, begin + chunk);
     ForwardBatch b;
@@ -199,12 +208,11 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
     }
     image_rows_done += n_img;
     if (end == n_prompt) b.logit_rows = {static_cast<int32_t>(end - begin - 1)};
-    TF_ASSIGN(logits, m.forward(b, *cache));
+    TF_ASSIGN(records, forward_sampled(b, 0));
   }
   r.prefill_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   const auto& eos = p.defaults().eos_token_ids;
-  const size_t vocab = static_cast<size_t>(info.vocab_size);
   r.finish_reason = "length";
   // false when generation ends at this token (drafted steps stop exactly where plain decoding would).
   auto take = [&](int32_t tok) {
@@ -219,7 +227,7 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
     }
     return static_cast<int64_t>(r.ids.size()) < opts.max_tokens;
   };
-  bool more = take(sample_token(std::span<const float>(logits.as<float>(), vocab), opts.sampling, 0));
+  bool more = take(records.as<int32_t>()[0]);
   while (more) {
     ++r.decode_steps;
     if (drafter) {
@@ -235,9 +243,8 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
     b.token_ids = {r.ids.back()};
     b.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(r.ids.size()) - 1)};
     b.logit_rows = {0};
-    TF_ASSIGN(logits, m.forward(b, *cache));
-    more = take(sample_token(std::span<const float>(logits.as<float>(), vocab), opts.sampling,
-                             static_cast<uint64_t>(r.ids.size())));
+    TF_ASSIGN(records, forward_sampled(b, static_cast<uint64_t>(r.ids.size())));
+    more = take(records.as<int32_t>()[0]);
   }
   if (drafter) {
     r.draft_proposed = drafter->proposed();

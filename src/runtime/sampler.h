@@ -1,5 +1,6 @@
 // Token selection from one row of logits, with Transformers' logits-warper semantics
-// (temperature, then top-k, then top-p) and draws from the counter-based RNG.
+// (temperature, then top-k, then top-p) and draws from the counter-based RNG: backend/sampling.h's
+// reference, which is also the CPU backend's sample op (Backend::sample runs it on the device).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -7,6 +8,8 @@
 #include <vector>
 
 namespace tf {
+
+struct SampleRow;  // backend/sampling.h
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
@@ -31,5 +34,9 @@ struct Candidates {
   std::vector<float> probs;
 };
 Candidates filtered_distribution(std::span<const float> logits, const SamplingParams& params);
+
+// The row parameters Backend::sample takes for output position `position` of a request (the device
+// form of sample_token; n_logprobs as SampleRow states).
+SampleRow sample_row(const SamplingParams& params, uint64_t position, int32_t n_logprobs = -1);
 
 }  // namespace tf

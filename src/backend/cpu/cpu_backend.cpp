@@ -161,6 +161,10 @@ class CpuBackend final : public Backend {
     begin_call();
     cpu::top_k(pool_, logits, k, values, indices);
   }
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
+    begin_call();
+    cpu::sample(pool_, logits, params, out);
+  }
 
   // ---- Qwen3.5 ops ----
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {

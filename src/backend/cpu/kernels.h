@@ -34,6 +34,7 @@ void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const
 void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out);
 void argmax(ThreadPool& pool, const Tensor& logits, const Tensor& out);
 void top_k(ThreadPool& pool, const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices);
+void sample(ThreadPool& pool, const Tensor& logits, const Tensor& params, const Tensor& out);
 // ---- Qwen3.5 ops ----
 void causal_conv1d_silu(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& state,
                         const Tensor& out);

@@ -203,6 +203,9 @@ class CudaBackend final : public Backend {
   void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
     guard([&] { cuda::launch_top_k(s_, logits, k, values, indices); });
   }
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
+    guard([&] { cuda::launch_sample(s_, logits, params, out); });
+  }
 
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
     guard([&] { cuda::launch_causal_conv1d_silu(s_, x, w, state, out); });

@@ -81,6 +81,7 @@ void launch_unfold_2x2(cudaStream_t s, const Tensor& x, int64_t gh, int64_t gw, 
 void launch_argmax(cudaStream_t s, const Tensor& logits, const Tensor& out);
 void launch_top_k(cudaStream_t s, const Tensor& logits, int64_t k, const Tensor& values,
                   const Tensor& indices);
+void launch_sample(cudaStream_t s, const Tensor& logits, const Tensor& params, const Tensor& out);
 // ---- Qwen3.5 ops ----
 void launch_causal_conv1d_silu(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& state,
                                const Tensor& out);

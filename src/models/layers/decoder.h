@@ -1,5 +1,6 @@
 // Pieces every decoder forward shares: the SwiGLU MLP and the logits of selected rows.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,14 +22,26 @@ inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, cons
   b.linear(gate, down_proj, nullptr, out);
 }
 
+// Width of Backend::sample's output for these rows: 1 (ids) unless some row asks for logprobs.
+inline int64_t sample_width(const std::vector<SampleRow>& rows) {
+  int64_t n = -1;
+  for (const SampleRow& r : rows) n = std::max<int64_t>(n, r.n_logprobs);
+  return n < 0 ? 1 : 2 + 2 * n;
+}
+
 // Logits [rows.size(), vocab] in f32 of the final-norm hidden states' selected rows: lm_head in the
 // activation dtype (captured as "lm_head"), then widened, as HF's logits.float(). kArgmax: only each
-// row's argmax of those f32 logits, I32 [rows.size()], taken on the device.
+// row's argmax of those f32 logits, I32 [rows.size()], taken on the device. kSampled: only each row's
+// Backend::sample record with parameters sample[i], I32 [rows.size(), sample_width(sample)].
 inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector<int32_t>& rows,
                              const Tensor& lm_head, const CaptureFn& cap,
-                             StepOutput out = StepOutput::kLogits) {
+                             StepOutput out = StepOutput::kLogits,
+                             const std::vector<SampleRow>& sample = {}) {
   const int64_t m = static_cast<int64_t>(rows.size()), vocab = lm_head.dim(0);
-  Buffer result = out == StepOutput::kArgmax ? Buffer(DType::I32, {m}) : Buffer(DType::F32, {m, vocab});
+  TF_CHECK(out != StepOutput::kSampled || static_cast<int64_t>(sample.size()) == m);
+  Buffer result = out == StepOutput::kArgmax    ? Buffer(DType::I32, {m})
+                  : out == StepOutput::kSampled ? Buffer(DType::I32, {m, sample_width(sample)})
+                                                : Buffer(DType::F32, {m, vocab});
   if (m == 0) return result;
   DeviceBuffer sel = b.alloc(hidden.dtype, {m, hidden.dim(1)});
   b.gather_rows(hidden, upload_i32(b, rows), sel);
@@ -41,6 +54,12 @@ inline Buffer lm_head_logits(Backend& b, const Tensor& hidden, const std::vector
     DeviceBuffer am = b.alloc(DType::I32, {m});
     b.argmax(lf, am);
     b.download(am, result.data());
+  } else if (out == StepOutput::kSampled) {
+    DeviceBuffer params = b.alloc(DType::I32, {m, kSampleRowWords});
+    b.upload(params, sample.data());
+    DeviceBuffer ids = b.alloc(DType::I32, result.shape());
+    b.sample(lf, params, ids);
+    b.download(ids, result.data());
   } else {
     b.download(lf, result.data());
   }

@@ -39,6 +39,9 @@ Status check_segment(const Segment& sg, const StepLimits& lim, size_t& n_img) {
   for (int32_t r : batch.logit_rows)
     if (r < 0 || r >= n)
       return make_error("forward: logit row " + std::to_string(r) + " is outside the batch");
+  if (!batch.sample.empty() && batch.sample.size() != batch.logit_rows.size())
+    return make_error("forward: " + std::to_string(batch.sample.size()) + " sampling rows for " +
+                      std::to_string(batch.logit_rows.size()) + " logit rows");
   return {};
 }
 
@@ -65,6 +68,10 @@ Expected<StepRows> collect_step_rows(std::span<const Segment> segs, const StepLi
     s.token_ids.insert(s.token_ids.end(), batch.token_ids.begin(), batch.token_ids.end());
     s.positions.insert(s.positions.end(), batch.positions.begin(), batch.positions.end());
     for (int32_t r : batch.logit_rows) s.logit_rows.push_back(static_cast<int32_t>(o + r));
+    if (batch.sample.empty())
+      s.sample.resize(s.logit_rows.size());
+    else
+      s.sample.insert(s.sample.end(), batch.sample.begin(), batch.sample.end());
   }
   s.off.push_back(static_cast<int64_t>(s.token_ids.size()));
   return s;

@@ -17,8 +17,9 @@ struct StepRows {
   std::vector<int32_t> positions;   // [n_rows]
   std::vector<int32_t> image_rows;  // step rows of image tokens, in order (segment s's take its image_embeds)
   std::vector<int32_t>
-      logit_rows;            // step rows that need logits: segments in order, each in its batch's order
-  std::vector<int64_t> off;  // [n_segments + 1]: segment s holds step rows [off[s], off[s + 1])
+      logit_rows;                 // step rows that need logits: segments in order, each in its batch's order
+  std::vector<int64_t> off;       // [n_segments + 1]: segment s holds step rows [off[s], off[s + 1])
+  std::vector<SampleRow> sample;  // [logit_rows.size()]: each logit row's sampling (greedy where not given)
 
   int64_t n_rows() const { return off.empty() ? 0 : off.back(); }
   size_t n_segments() const { return off.empty() ? 0 : off.size() - 1; }

@@ -68,14 +68,15 @@ class LightOnOcrModel final : public Model {
     DeviceBuffer h, cos, sin, xn, qkv, q, attn, o, gu, mid;
   };
   // The recorded decode steps of B one-row segments: the bucket's activations and logits, and per block
-  // table width its input arena and graphs (greedy: with the argmax; logits: without). Widths share the
-  // bucket's buffers, so sequences of different capacities cost one set of activations per bucket.
+  // table width its input arena and graphs (greedy: with the argmax; sampled: with the sample op; logits:
+  // neither). Widths share the bucket's buffers, so sequences of different capacities cost one set of
+  // activations per bucket.
   struct DecodeGraph {
     TextScratch s;
-    DeviceBuffer lg, lf, am;
+    DeviceBuffer lg, lf, am, sampled;
     struct Recorded {
       DeviceBuffer in;
-      std::unique_ptr<Backend::Graph> greedy, logits;
+      std::unique_ptr<Backend::Graph> greedy, sampled, logits;
     };
     std::map<int64_t, Recorded> by_width;
   };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 
 #include "models/layers/decoder.h"
 #include "models/layers/rope.h"
@@ -18,6 +19,8 @@
 namespace tf::lighton_ocr {
 namespace {
 constexpr int64_t kMaxGraphRows = 256;  // decode steps of up to 256 sequences replay a graph
+// The sampled graph's output records: room for OpenAI's most top_logprobs (20) per row.
+constexpr int64_t kGraphSampleWidth = 2 + 2 * 20;
 int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
   while (p < n) p *= 2;
@@ -117,7 +120,9 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   bool one_row_segments = n == static_cast<int64_t>(segs.size()) && rows.image_rows.empty() &&
                           static_cast<int64_t>(rows.logit_rows.size()) == n;
   for (int64_t i = 0; one_row_segments && i < n; ++i) one_row_segments = rows.logit_rows[i] == i;
-  if (one_row_segments && n <= kMaxGraphRows && backend_.can_capture() && !capture_) {
+  // A sampled step's records fit the graph's output unless a row asks for more top logprobs than it holds.
+  const bool graph_fits = out != StepOutput::kSampled || sample_width(rows.sample) <= kGraphSampleWidth;
+  if (one_row_segments && graph_fits && n <= kMaxGraphRows && backend_.can_capture() && !capture_) {
     int64_t cap_blocks = 1;
     for (KvCache* c : caches) cap_blocks = std::max(cap_blocks, (c->capacity() + kKvBlock - 1) / kKvBlock);
     return decode_graph_step(rows, paged, pow2_at_least(std::max(cap_blocks, paged.max_blocks)), out);
@@ -133,7 +138,7 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   b.upload(tables, paged.tables.data());
   const TextScratch s = text_scratch(n);
   text_stack({ids, angles, ranges, slots, seg_rows, tables}, s, &rows, segs);
-  return lm_head_logits(b, s.xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
+  return lm_head_logits(b, s.xn, rows.logit_rows, w_.lm_head_weight(), capture_, out, rows.sample);
 }
 
 // One-row segments, n <= kMaxGraphRows: inputs padded to B rows and uploaded into the bucket's arena for
@@ -152,16 +157,18 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
     g.lg = b.alloc(info_.dtype, {B, vocab});
     g.lf = b.alloc(DType::F32, {B, vocab});
     g.am = b.alloc(DType::I32, {B});
+    g.sampled = b.alloc(DType::I32, {B, kGraphSampleWidth});
   }
   DecodeGraph& g = *slot;
   DecodeGraph::Recorded& rec = g.by_width[width];
-  if (rec.in.empty()) rec.in = b.alloc(DType::I32, {B * (5 + width + half) + 1});
+  if (rec.in.empty()) rec.in = b.alloc(DType::I32, {B * (5 + width + half + kSampleRowWords) + 1});
   // The input arena, i32: ids[B] | ranges[B, 2] | slots[B] | seg_rows[B + 1] | tables[B, width] |
-  // angles[B, half] (f32 bits). A padding row: token 0 at position 0, stores no K/V (slot -1) and
-  // attends to key 0 of pool block 0 (table row of zeros): finite values nobody reads.
+  // angles[B, half] (f32 bits) | sample[B, kSampleRowWords] (SampleRow). A padding row: token 0 at
+  // position 0, stores no K/V (slot -1), attends to key 0 of pool block 0 (table row of zeros) and is
+  // greedy: finite values nobody reads.
   // Offsets of the arena's parts, in i32 elements: the host copy and the device views both use them.
   const int64_t o_ranges = B, o_slots = 3 * B, o_seg = 4 * B, o_tables = 5 * B + 1,
-                o_angles = o_tables + B * width;
+                o_angles = o_tables + B * width, o_sample = o_angles + B * half;
   std::vector<int32_t> a(static_cast<size_t>(rec.in.tensor().numel()), 0);
   int32_t* ids = a.data();
   int32_t* ranges = ids + o_ranges;
@@ -183,6 +190,12 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
   for (int64_t i = 0; i <= B; ++i) seg[i] = static_cast<int32_t>(i);
   const Buffer ang = rope_angles_1d(positions, text_inv_freq());
   std::copy_n(ang.as<float>(), B * half, angles);
+  if (out == StepOutput::kSampled) {
+    std::vector<SampleRow> sample(static_cast<size_t>(B));  // padding rows: greedy, no logprobs
+    std::copy(rows.sample.begin(), rows.sample.end(), sample.begin());
+    std::memcpy(static_cast<void*>(ids + o_sample), static_cast<const void*>(sample.data()),
+                sample.size() * sizeof(SampleRow));
+  }
   b.upload(rec.in, a.data());
 
   const Tensor& in = rec.in.tensor();
@@ -197,9 +210,13 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
     b.linear(g.s.xn, w_.lm_head_weight(), nullptr, g.lg);
     b.cast(g.lg, g.lf);
     if (out == StepOutput::kArgmax) b.argmax(g.lf, g.am);
+    if (out == StepOutput::kSampled) b.sample(g.lf, view(o_sample, {B, kSampleRowWords}), g.sampled);
   };
-  // A graph is recorded for each (bucket, width, output): argmax is part of the greedy one.
-  std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax ? rec.greedy : rec.logits;
+  // A graph is recorded for each (bucket, width, output): argmax is part of the greedy one, the sample op
+  // (reading each row's parameters from the arena) of the sampled one.
+  std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax    ? rec.greedy
+                                           : out == StepOutput::kSampled ? rec.sampled
+                                                                         : rec.logits;
   if (graph) {
     b.replay(*graph);
   } else {
@@ -213,6 +230,11 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
     Buffer all = download_new(b, g.am);
     std::copy_n(all.as<int32_t>(), n, ids_out.as<int32_t>());
     return ids_out;
+  }
+  if (out == StepOutput::kSampled) {
+    Buffer records(DType::I32, {n, kGraphSampleWidth});
+    b.download(g.sampled.tensor().slice_rows(0, n), records.data());
+    return records;
   }
   Buffer logits(DType::F32, {n, vocab});
   b.download(g.lf.tensor().slice_rows(0, n), logits.data());

@@ -200,7 +200,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   }
   mtp_follow(parts, xn);
 
-  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out);
+  return lm_head_logits(b, xn, rows.logit_rows, w_.lm_head_weight(), capture_, out, rows.sample);
 }
 
 }  // namespace tf::qwen3_5

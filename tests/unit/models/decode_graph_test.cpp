@@ -3,9 +3,10 @@
 // a power of two, recorded once per (bucket, output) and replayed. Every sequence's logits and greedy
 // ids must equal the same sequence decoded alone, op by op, on the plain backend, bit for bit: five
 // sequences (bucket 8), three (bucket 4) and one (bucket 1), decoding across a 64-position block
-// boundary, with both outputs (f32 logits, device argmax), and capacities that give two block-table
-// widths (each recorded apart, on the bucket's shared buffers). No allocation or copy may happen during a
-// capture. Planted control: a linear whose bits depend on the row count, under the recorder, must
+// boundary, with the three outputs (f32 logits, device argmax, device sampling with per-row parameters
+// and logprobs: the sample op reads them from the graph's input arena), and capacities that give two
+// block-table widths (each recorded apart, on the bucket's shared buffers). No allocation or copy may happen
+// during a capture. Planted control: a linear whose bits depend on the row count, under the recorder, must
 // make the comparison fail (the padded bucket has more rows than the solo step).
 #include <gtest/gtest.h>
 
@@ -27,7 +28,7 @@ namespace {
 
 const char* kCheckpoints[] = {"tests/golden/ckpt/lighton_ocr-tiny-bf16",
                               "tests/golden/ckpt/lighton_ocr-tiny-fp32"};
-constexpr int kSeqs = 5, kSteps = 8;
+constexpr int kSeqs = 5, kSteps = 9;
 
 std::unique_ptr<Model> load_on(const std::string& rel, Backend& be) {
   const std::string dir = std::string(TF_SOURCE_DIR) + "/" + rel;
@@ -50,21 +51,34 @@ int32_t token(const Model& m, int seq, int pos) {
 // Sequence j's prompt: 58 + 3j tokens, so the decodes cross position 64 at different steps.
 int prompt_len(int j) { return 58 + 3 * j; }
 
-ForwardBatch one_row(const Model& m, int seq, int pos) {
+// Sampled steps: each sequence its own parameters (odd ones ask for 3 top logprobs).
+SampleRow sampling_of(int seq, int pos) {
+  SampleRow r;
+  r.temperature = 0.7f + 0.1f * static_cast<float>(seq);
+  r.top_p = seq % 3 ? 0.9f : 1.0f;
+  r.top_k = seq % 2 ? 20 : 0;
+  r.n_logprobs = seq % 2 ? 3 : -1;
+  r.seed = static_cast<uint64_t>(seq) + 11;
+  r.position = static_cast<uint64_t>(pos);
+  return r;
+}
+
+ForwardBatch one_row(const Model& m, int seq, int pos, StepOutput out) {
   ForwardBatch b;
   b.token_ids = {token(m, seq, pos)};
   b.positions = {pos};
   b.logit_rows = {0};
+  if (out == StepOutput::kSampled) b.sample = {sampling_of(seq, pos)};
   return b;
 }
 
 struct DecodeRun {
   std::vector<std::vector<float>> logits;  // per (step, sequence) in order
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids;                // argmax steps, then sampled steps' records (id [, logprobs])
 };
 
 // Prefills each sequence alone, then decodes: steps of `group` sequences together (group 1: each alone),
-// the first half of the steps asking for logits, the second for argmax ids.
+// the steps asking in turn for logits, argmax ids and sampled records.
 DecodeRun decode(Model& m, int n_seqs, int group) {
   DecodeRun r;
   const int64_t V = m.info().vocab_size;
@@ -80,24 +94,31 @@ DecodeRun decode(Model& m, int n_seqs, int group) {
     EXPECT_TRUE(m.forward(b, *caches.back()).ok());
   }
   for (int step = 0; step < kSteps; ++step) {
-    const StepOutput out = step < kSteps / 2 ? StepOutput::kLogits : StepOutput::kArgmax;
+    const StepOutput out = step % 3 == 0   ? StepOutput::kLogits
+                           : step % 3 == 1 ? StepOutput::kArgmax
+                                           : StepOutput::kSampled;
     for (int j0 = 0; j0 < n_seqs; j0 += group) {
       std::vector<ForwardBatch> batches;
       std::vector<Segment> segs;
       const int j1 = std::min(n_seqs, j0 + group);
       batches.reserve(static_cast<size_t>(j1 - j0));
       for (int j = j0; j < j1; ++j) {
-        batches.push_back(one_row(m, j, prompt_len(j) + step));
+        batches.push_back(one_row(m, j, prompt_len(j) + step, out));
         segs.push_back({&batches.back(), caches[static_cast<size_t>(j)].get()});
       }
       auto res = m.forward_step(segs, out);
       EXPECT_TRUE(res.ok()) << (res.ok() ? "" : res.error().message);
       if (!res.ok()) return r;
       for (int i = 0; i < j1 - j0; ++i) {
-        if (out == StepOutput::kLogits)
+        if (out == StepOutput::kLogits) {
           r.logits.emplace_back(res->as<float>() + i * V, res->as<float>() + (i + 1) * V);
-        else
+        } else if (out == StepOutput::kArgmax) {
           r.ids.push_back(res->as<int32_t>()[i]);
+        } else {  // the record's meaningful columns (the graph's records are wider)
+          const int32_t* rec = res->as<int32_t>() + i * res->shape()[1];
+          r.ids.insert(r.ids.end(), rec,
+                       rec + (batches[static_cast<size_t>(i)].sample[0].n_logprobs < 0 ? 1 : 8));
+        }
       }
     }
   }
@@ -122,14 +143,16 @@ TEST(DecodeGraph, ReplayedStepsEqualSoloOpByOp) {
     auto solo_model = load_on(ck, **plain);
     ASSERT_TRUE(solo_model);
     const DecodeRun solo = decode(*solo_model, kSeqs, 1);
-    ASSERT_EQ(solo.logits.size(), static_cast<size_t>(kSeqs * kSteps / 2));
+    ASSERT_EQ(solo.logits.size(), static_cast<size_t>(kSeqs * kSteps / 3));
+    // Argmax ids (one per sequence and step) and sampled records, the odd sequences' with logprobs.
+    ASSERT_EQ(solo.ids.size(), static_cast<size_t>(kSteps / 3 * (kSeqs + 3 * 1 + 2 * 8)));
     for (int group : {kSeqs, 3, 1}) {
       RecordingBackend rec(**plain);
       auto m = load_on(ck, rec);
       ASSERT_TRUE(m);
       const DecodeRun got = decode(*m, kSeqs, group);
       EXPECT_TRUE(same(solo, got)) << "steps of " << group << " sequences";
-      EXPECT_GE(rec.captures, 2) << "one graph per (bucket, output)";
+      EXPECT_GE(rec.captures, 3) << "one graph per (bucket, output)";
       EXPECT_GT(rec.replays, 0);
       EXPECT_EQ(rec.violations, 0) << "memory calls during a capture";
     }

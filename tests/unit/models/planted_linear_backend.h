@@ -102,6 +102,9 @@ class PlantedLinearBackend final : public Backend {
   void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
     in_.top_k(logits, k, values, indices);
   }
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
+    in_.sample(logits, params, out);
+  }
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
     in_.causal_conv1d_silu(x, w, state, out);
   }

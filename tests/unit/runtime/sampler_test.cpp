@@ -3,7 +3,7 @@
 #include <cmath>
 #include <map>
 
-#include "runtime/rng.h"
+#include "base/rng.h"
 #include "runtime/sampler.h"
 
 using namespace tf;

@@ -1,4 +1,4 @@
-#include "runtime/rng.h"
+#include "base/rng.h"
 
 namespace tf {
 
