@@ -96,6 +96,7 @@ Status Engine::size_kv_pool() {
   if (n < 1)
     return make_error("the K/V pool gets no block of " + std::to_string(block >> 10) + " KiB (" + why + ")");
   TF_TRY(m.set_kv_pool_blocks(n));
+  TF_TRY(m.set_state_slots(opts_.state_slots > 0 ? opts_.state_slots : std::max(1, opts_.parallel)));
   log_info("K/V pool: " + std::to_string(n) + " blocks of " + std::to_string(kKvBlock) + " positions (" +
            std::to_string(n * kKvBlock) + " positions, " +
            std::to_string(static_cast<int64_t>(n * block) >> 20) + " MiB; " + why + ")");
