@@ -54,13 +54,7 @@ std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
     pool_ =
         std::make_shared<KvPool>(backend_, info_.dtype, n_attn_layers_, t.num_key_value_heads, t.head_dim, n);
   }
-  const int64_t conv_dim =
-      2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
-  if (!states_)
-    states_ =
-        std::make_shared<StatePool>(backend_, info_.dtype, t.num_hidden_layers - n_attn_layers_, conv_dim,
-                                    t.linear_conv_kernel_dim, t.linear_num_value_heads, t.linear_key_head_dim,
-                                    t.linear_value_head_dim, state_slots_ > 0 ? state_slots_ : 64);
+  if (!states_) make_state_pool(state_slots_ > 0 ? state_slots_ : 64);
   auto c = std::make_unique<Qwen35Cache>(pool_, states_);
   c->capacity_ = capacity;
   int32_t pool_layer = 0, state_layer = 0;
@@ -87,10 +81,20 @@ bool Qwen35Model::ensure_slot(Qwen35Cache& c) {
   return true;
 }
 
+void Qwen35Model::make_state_pool(int64_t n_slots) {
+  const TextConfig& t = cfg_.text;
+  const int64_t conv_dim =
+      2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
+  states_ = std::make_shared<StatePool>(backend_, info_.dtype, t.num_hidden_layers - n_attn_layers_, conv_dim,
+                                        t.linear_conv_kernel_dim, t.linear_num_value_heads,
+                                        t.linear_key_head_dim, t.linear_value_head_dim, n_slots);
+}
+
 Status Qwen35Model::set_state_slots(int64_t n_slots) {
   if (states_) return make_error("the state pool is sized before the first sequence");
   if (n_slots < 1) return make_error("the state pool needs at least one slot");
   state_slots_ = n_slots;
+  make_state_pool(n_slots);  // now: the engine sizes the K/V pool from the memory left after it
   return {};
 }
 

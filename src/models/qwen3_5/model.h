@@ -149,8 +149,8 @@ class Qwen35Model final : public Model {
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
   // The paged K/V pool of the full-attention layers (model.cpp), as LightOnOCR's.
   Status set_kv_pool_blocks(int64_t n_blocks) override;
-  // The state pool (models/layers/state_pool.h): one slot per live sequence. Without it the first
-  // new_cache makes 64 slots (as the K/V pool's default holds 64 sequences).
+  // The state pool (models/layers/state_pool.h): one slot per live sequence, allocated here. Without
+  // it the first new_cache makes 64 slots (as the K/V pool's default holds 64 sequences).
   Status set_state_slots(int64_t n_slots) override;
   size_t kv_block_bytes() const override;
   KvPoolStats kv_pool_stats() const override;
@@ -183,6 +183,8 @@ class Qwen35Model final : public Model {
   Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
 
  private:
+  // model.cpp: allocates the state pool (set_state_slots, or the first new_cache)
+  void make_state_pool(int64_t n_slots);
   // model.cpp: takes a state slot for the cache when it holds none and points its conv/state views
   // at it. False when the pool is exhausted.
   bool ensure_slot(Qwen35Cache& c);
