@@ -2,6 +2,7 @@
 // accept exactly the same calls (the contract of ops.h; a violation is a programming error: TF_CHECK).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/ops.h"
 
@@ -27,6 +28,38 @@ inline DeltaRuleDims delta_rule(const Tensor& q, const Tensor& k, const Tensor& 
   TF_CHECK(out.shape == v.shape && out.dtype == q.dtype && is_float_act(q.dtype) && k.dtype == q.dtype &&
            v.dtype == q.dtype);
   return d;
+}
+
+// The *_slots ops (ops.h): segs[n_seg, 6] I32 (r0, r1, slot, pos0, keep0, keep_step) over a step of
+// n rows and a pool of n_slots; keep with n_keep rows (or null). The shapes only: the rows of segs
+// live on the device (slot_segments checks them where they can be read: the CPU backend).
+inline void slot_segs_shape(const Tensor& segs) {
+  TF_CHECK(segs.rank() == 2 && segs.dim(1) == 6 && segs.dtype == DType::I32);
+}
+struct SlotSeg {
+  int64_t r0, r1, slot, pos0, keep0, keep_step;
+  int64_t n() const { return r1 - r0; }
+  // Rows kept over positions pos0 .. pos0 + n - 1.
+  int64_t n_kept() const { return keep0 < 0 ? 0 : (pos0 + n()) / keep_step - pos0 / keep_step; }
+};
+// Host-readable segs: each segment's rows inside [0, n), distinct slots < n_slots, keeps inside
+// [0, n_keep), and (chunked) keep steps that fall on chunk ends.
+inline std::vector<SlotSeg> slot_segments(const Tensor& segs, int64_t n, int64_t n_slots, int64_t n_keep,
+                                          int64_t keep_multiple) {
+  slot_segs_shape(segs);
+  std::vector<SlotSeg> out;
+  std::vector<uint8_t> used(static_cast<size_t>(n_slots), 0);
+  const int32_t* p = segs.as<const int32_t>();
+  for (int64_t i = 0; i < segs.dim(0); ++i, p += 6) {
+    const SlotSeg s{p[0], p[1], p[2], p[3], p[4], p[5]};
+    TF_CHECK(s.r0 >= 0 && s.r0 <= s.r1 && s.r1 <= n && s.slot >= 0 && s.slot < n_slots && s.pos0 >= 0);
+    TF_CHECK(!used[static_cast<size_t>(s.slot)]);
+    used[static_cast<size_t>(s.slot)] = 1;
+    TF_CHECK(s.keep0 < 0 ||
+             (s.keep_step > 0 && s.keep_step % keep_multiple == 0 && s.keep0 + s.n_kept() <= n_keep));
+    out.push_back(s);
+  }
+  return out;
 }
 
 // qkv_prep (ops.h): qkv[n, (heads + 2 kv_heads) d], q_out[n, heads, d], k_out/v_out[m, kv_heads, d],

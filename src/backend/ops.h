@@ -319,6 +319,35 @@ class Backend {
   virtual void gated_delta_rule_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                           const Tensor& beta, const Tensor& state, const Tensor& out) = 0;
 
+  // ---- the same three ops over every segment of a step, on a pool of state slots (issue 15/17) ---
+  // segs[n_seg, kSlotSegCols] I32, one row per segment: {r0, r1, slot, pos0, keep0, keep_step}.
+  // Segment s is rows [r0, r1) of the step's matrices, the positions pos0 .. pos0 + (r1 - r0) - 1 of
+  // the sequence whose window / state is slot `slot` of the pool (in/out, read and written in
+  // place). Each segment computes exactly what the op above computes over its rows with that slot
+  // as the state (the CPU runs that op per segment: the same bits). With keep0 >= 0, after each row
+  // at a position p with (p + 1) % keep_step == 0 the window / state is also written to
+  // keep[keep0 + j], j = 0, 1, ... in row order (draft verification keeps every row: keep_step 1;
+  // the prompt cache every multiple of 64: keep_step 64). Segments have distinct slots and disjoint
+  // rows; rows outside every segment are not written. keep may be null when no segment keeps.
+  static constexpr int64_t kSlotSegCols = 6;
+  //   causal_conv1d_silu_slots: x[n, C] act, w[C, K] act, windows[n_slots, C, K-1] act,
+  //   out[n, C] act, keep[n_keep, C, K-1] act.
+  virtual void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows,
+                                        const Tensor& segs, const Tensor& out, const Tensor* keep) = 0;
+  //   gated_delta_rule_*_slots: q, k[n, hk, dk] act, v[n, hv, dv] act, g[n, hv] F32, beta[n, hv] act,
+  //   states[n_slots, hv, dk, dv] F32, out[n, hv, dv] act, keep[n_keep, hv, dk, dv] F32.
+  // chunked: a segment's chunks of 64 are counted from position 0 (its first chunk ends at the next
+  // multiple of 64 after pos0), which is how a prefill split at such multiples reproduces one pass;
+  // keep_step must be a multiple of 64 (states exist only at chunk ends). recurrent: token by token
+  // (decode: one row per segment; draft verification: 1 + k rows, keep_step 1).
+  virtual void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const Tensor& g, const Tensor& beta, const Tensor& states,
+                                              const Tensor& segs, const Tensor& out, const Tensor* keep) = 0;
+  virtual void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const Tensor& g, const Tensor& beta, const Tensor& states,
+                                                const Tensor& segs, const Tensor& out,
+                                                const Tensor* keep) = 0;
+
   // rms_norm_gated (Qwen3_5RMSNormGated): x, gate[n, d] act, w[d] act, out[n, d] act:
   //   y = rnd(x * 1/sqrtf(mean(x²) + eps));  y = rnd(w * y);  out = rnd(y * silu(gate))
   // with silu(z) = z / (1 + expf(-z)) in f32 (the product is f32: bf16 * f32 promotes).

@@ -132,13 +132,19 @@ class Model {
   struct KvPoolStats {
     int64_t blocks = 0, free = 0;  // blocks = 0: no pool (per-sequence caches)
     size_t block_bytes = 0;        // one block of kKvBlock positions over every layer
+    // Recurrent-state slots (models/layers/state_pool.h), one per live sequence; 0: no state pool.
+    int64_t state_slots = 0, state_slots_free = 0;
   };
   // Sizes the pool: before the first new_cache (error afterwards). Without it the first new_cache
   // makes a pool of max(1024, 64 sequences of its capacity) blocks.
   virtual Status set_kv_pool_blocks(int64_t /*n_blocks*/) { return {}; }
   virtual size_t kv_block_bytes() const { return 0; }
+  // Sizes the recurrent-state pool of hybrid families (one slot per live sequence): before the first
+  // new_cache (error afterwards). A no-op for families without one.
+  virtual Status set_state_slots(int64_t /*n_slots*/) { return {}; }
   virtual KvPoolStats kv_pool_stats() const { return {}; }
   // Makes positions [0, n_positions) of the cache writable. False when the pool has no free block
+  // (or, for hybrid families, no free state slot for a cache that holds none)
   // left (the blocks taken so far stay with the cache).
   virtual bool reserve(SequenceCache& /*cache*/, int64_t /*n_positions*/) { return true; }
   // Returns host F32 logits [logit_rows.size(), vocab_size] (HF: bf16 lm_head output, .float()).

@@ -78,6 +78,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) try 
 
 Status Engine::size_kv_pool() {
   Model& m = pipe_->model();
+  // Hybrid families' recurrent-state slots first (allocated now): the K/V pool gets what is left.
+  TF_TRY(m.set_state_slots(opts_.state_slots > 0 ? opts_.state_slots : std::max(1, opts_.parallel)));
+  if (const Model::KvPoolStats st = m.kv_pool_stats(); st.state_slots > 0)
+    log_info("state pool: " + std::to_string(st.state_slots) +
+             " recurrent-state slots (one per sequence in flight)");
   const size_t block = m.kv_block_bytes();
   if (block == 0) return {};  // per-sequence caches
   const int64_t per_seq = (context_ + kKvBlock - 1) / kKvBlock;

@@ -52,6 +52,10 @@ struct EngineOptions {
   // weights less 2 GiB of working space; on the CPU a quarter of physical memory; at most what
   // `parallel` sequences of the full context need either way.
   double kv_cache_mb = 0;
+  // Recurrent-state slots of hybrid families (Qwen3.5: conv window + delta-rule state per linear
+  // layer, one per live sequence). 0: `parallel`. Fewer than `parallel` makes sequences wait or be
+  // preempted when the slots run out (tests).
+  int64_t state_slots = 0;
   // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
   // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
   double cache_mb = 1024;

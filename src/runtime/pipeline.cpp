@@ -165,6 +165,7 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   const int64_t cap = n_prompt + opts.max_tokens;
   (void)m.set_kv_pool_blocks(
       (std::max(cap, std::min<int64_t>(info.max_position_embeddings, 32768)) + kKvBlock - 1) / kKvBlock);
+  (void)m.set_state_slots(1);  // hybrid families: the one sequence's recurrent state (sized once)
   auto cache = m.new_cache(cap);
   std::vector<std::vector<int64_t>> grids;
   for (const auto& im : prompt.images) grids.push_back(im.grid_thw);

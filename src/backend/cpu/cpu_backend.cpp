@@ -186,6 +186,20 @@ class CpuBackend final : public Backend {
     begin_call();
     cpu::gated_delta_rule_recurrent(pool_, q, k, v, g, beta, state, out);
   }
+  void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
+                                const Tensor& out, const Tensor* keep) override {
+    cpu::causal_conv1d_silu_slots(pool_, x, w, windows, segs, out, keep);
+  }
+  void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                      const Tensor& out, const Tensor* keep) override {
+    cpu::gated_delta_rule_chunked_slots(pool_, q, k, v, g, beta, states, segs, out, keep);
+  }
+  void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                        const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                        const Tensor& out, const Tensor* keep) override {
+    cpu::gated_delta_rule_recurrent_slots(pool_, q, k, v, g, beta, states, segs, out, keep);
+  }
   void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                       const Tensor& out) override {
     begin_call();

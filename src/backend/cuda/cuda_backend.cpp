@@ -222,6 +222,20 @@ class CudaBackend final : public Backend {
                                   const Tensor& beta, const Tensor& state, const Tensor& out) override {
     guard([&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/false); });
   }
+  void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
+                                const Tensor& out, const Tensor* keep) override {
+    cuda::launch_causal_conv1d_silu_slots(s_, x, w, windows, segs, out, keep);
+  }
+  void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                      const Tensor& out, const Tensor* keep) override {
+    cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/true);
+  }
+  void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                        const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                        const Tensor& out, const Tensor* keep) override {
+    cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/false);
+  }
   void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                       const Tensor& out) override {
     guard([&] { cuda::launch_rms_norm_gated(s_, x, gate, w, eps, out); });

@@ -78,6 +78,7 @@ Status Qwen35Model::restore(SequenceCache& seq_cache, const std::vector<const Ca
     return make_error("restore: the cache was not made by this model");
   if (c->n_past() != 0 || !c->table.blocks().empty())
     return make_error("restore: the cache already holds rows");
+  if (!ensure_slot(*c)) return make_error("restore: the state pool has no free slot");
   // The MTP layers' own K/V are not part of a block: MTP drafts over a resumed prefix read stale
   // K/V there, which makes them worse proposals, never different output (drafts are verified).
   if (blocks.empty()) return {};

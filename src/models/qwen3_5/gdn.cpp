@@ -1,7 +1,9 @@
 // Gated DeltaNet mixer (Qwen3_5GatedDeltaNet.forward) over the rows of a step: projections, q/k/v
-// split, fp32 gates, gated RMSNorm per value head and out_proj over all rows at once; per segment,
-// the causal conv with its carried window and the delta rule on its state (chunked for several
-// tokens, recurrent for one token on a cached state or row by row for draft verification).
+// split, fp32 gates, gated RMSNorm per value head and out_proj over all rows at once; the causal conv
+// and the delta rule over all segments in one call each (on the state pool's slots, in place):
+// the chunked rule for prompt rows, the recurrent rule for one-token decode and draft verification.
+// The conv/state a segment must keep (each verified row for rollback, each multiple of 64 for the
+// prompt cache) come out of the same calls into the step's keep buffers and are copied to the cache.
 #include <algorithm>
 #include <numeric>
 #include <utility>
@@ -14,35 +16,59 @@ namespace tf::qwen3_5 {
 
 namespace {
 
-constexpr int64_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_size
+constexpr int32_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_size
 
-// A segment's rows [0, n) at positions pos0.. cut for the prefill forms: at each multiple of 64
-// (counted from position 0) whose state the prompt cache keeps, and before the first one for the
-// chunked rule.
-std::vector<std::pair<int64_t, int64_t>> prefill_pieces(const Qwen35Cache& c, int64_t pos0, int64_t n) {
-  std::vector<std::pair<int64_t, int64_t>> pieces;
-  for (int64_t r0 = 0; r0 < n;) {
-    const int64_t to_cut = kDeltaChunk - (pos0 + r0) % kDeltaChunk;
-    const bool cut = c.keep_block_states || (pos0 + r0) % kDeltaChunk != 0;
-    const int64_t r1 = cut ? std::min(n, r0 + to_cut) : n;
-    pieces.emplace_back(r0, r1);
-    r0 = r1;
-  }
-  return pieces;
-}
-
-// The slot prepare_block_states made for the state at `pos`, if the prompt cache keeps it.
-Qwen35Cache::BlockState* kept_at(Qwen35Cache& c, int64_t pos) {
-  if (!c.keep_block_states || pos % kDeltaChunk) return nullptr;
-  for (auto& s : c.block_states)
-    if (s.pos == pos) return &s;
-  return nullptr;
+// HF's decode path: one token on a cached state past the prompt, and every draft-verification row.
+// Prompt rows (a one-row prefill chunk included) take the chunked rule, as HF's pass over the prompt.
+bool recurrent(const SegRows& s) {
+  const int64_t prompt_len = static_cast<int64_t>(s.cache->rope().thw.size() / 3);
+  return s.decode_rows() || (s.n() == 1 && s.pos0 > 0 && s.pos0 >= prompt_len);
 }
 
 }  // namespace
 
+GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs) {
+  GdnStep p;
+  std::vector<int32_t> all, chunked, rec;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const SegRows& s = segs[i];
+    Qwen35Cache& c = *s.cache;
+    int32_t keep0 = -1, step = 1;
+    if (s.decode_rows()) {  // each row's state, for rollback()
+      keep0 = static_cast<int32_t>(p.n_keep);
+      p.keeps.push_back({i, p.n_keep, s.n(), true});
+      p.n_keep += s.n();
+    } else if (c.keep_block_states && !c.block_states.empty()) {  // each multiple of 64 reached
+      keep0 = static_cast<int32_t>(p.n_keep);
+      step = kDeltaChunk;
+      const int64_t k = static_cast<int64_t>(c.block_states.size());
+      p.keeps.push_back({i, p.n_keep, k, false});
+      p.n_keep += k;
+    }
+    const int32_t row[6] = {static_cast<int32_t>(s.r0),
+                            static_cast<int32_t>(s.r1),
+                            c.slot.id(),
+                            static_cast<int32_t>(s.pos0),
+                            keep0,
+                            step};
+    all.insert(all.end(), row, row + 6);
+    std::vector<int32_t>& form = recurrent(s) ? rec : chunked;
+    form.insert(form.end(), row, row + 6);
+  }
+  Backend& b = backend_;
+  auto up = [&](const std::vector<int32_t>& v) {
+    DeviceBuffer d = b.alloc(DType::I32, {static_cast<int64_t>(v.size() / 6), 6});
+    if (!v.empty()) b.upload(d, v.data());
+    return d;
+  };
+  p.all = up(all);
+  p.chunked = up(chunked);
+  p.recurrent = up(rec);
+  return p;
+}
+
 void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegRows> segs,
-                                 const Tensor& out) {
+                                 const GdnStep& plan, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const LinearAttnWeights& G = w_.layers[l].linear;
@@ -50,6 +76,7 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const int64_t n = x.dim(0), hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
   const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
   const int64_t kd = hk * dk, vd = hv * dv, conv_dim = 2 * kd + vd;
+  const size_t pl = static_cast<size_t>(segs[0].cache->state_layer[l]);
 
   DeviceBuffer qkv = b.alloc(act, {n, conv_dim}), conv = b.alloc(act, {n, conv_dim});  // [n_rows, conv_dim]
   DeviceBuffer z = b.alloc(act, {n, vd}), bb = b.alloc(act, {n, hv}), aa = b.alloc(act, {n, hv});
@@ -57,24 +84,15 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   b.linear(x, G.in_proj_z, nullptr, z);
   b.linear(x, G.in_proj_b, nullptr, bb);
   b.linear(x, G.in_proj_a, nullptr, aa);
-  for (const SegRows& s : segs) {
-    Qwen35Cache& c = *s.cache;
-    const Tensor sx = qkv.tensor().slice_rows(s.r0, s.r1), sc = conv.tensor().slice_rows(s.r0, s.r1);
-    if (s.decode_rows()) {
-      // Draft verification: one row at a time, as one-token decoding runs it, keeping each window.
-      for (int64_t i = 0; i < s.n(); ++i) {
-        b.causal_conv1d_silu(sx.slice_rows(i, i + 1), G.conv1d, c.conv[l], sc.slice_rows(i, i + 1));
-        b.copy(c.conv[l], c.kept.conv[l].tensor().slice_rows(i, i + 1));
-      }
-      continue;
-    }
-    // One call over n rows equals calls split anywhere; split at the multiples of 64 whose window
-    // the prompt cache keeps.
-    for (auto [r0, r1] : prefill_pieces(c, s.pos0, s.n())) {
-      b.causal_conv1d_silu(sx.slice_rows(r0, r1), G.conv1d, c.conv[l], sc.slice_rows(r0, r1));
-      if (Qwen35Cache::BlockState* kept = kept_at(c, s.pos0 + r1)) b.copy(c.conv[l], kept->conv[l]);
-    }
+  // Kept windows and states of this layer: [n_keep, conv_dim, K-1] act and [n_keep, hv, dk, dv] F32.
+  DeviceBuffer keep_conv, keep_state;
+  if (plan.n_keep > 0) {
+    keep_conv = b.alloc(act, {plan.n_keep, conv_dim, t.linear_conv_kernel_dim - 1});
+    keep_state = b.alloc(DType::F32, {plan.n_keep, hv, dk, dv});
   }
+  const Tensor* kc = plan.n_keep > 0 ? &keep_conv.tensor() : nullptr;
+  const Tensor* ks = plan.n_keep > 0 ? &keep_state.tensor() : nullptr;
+  b.causal_conv1d_silu_slots(qkv, G.conv1d, states_->windows(pl), plan.all, conv, kc);
 
   // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
   const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
@@ -94,32 +112,24 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);
 
   DeviceBuffer core = b.alloc(act, {n, hv, dv});
-  for (const SegRows& s : segs) {
-    Qwen35Cache& c = *s.cache;
-    // This segment's rows [r0, r1) of the step's q, k, v, g, beta and core.
-    auto rows = [&](const DeviceBuffer& d, int64_t r0, int64_t r1) {
-      return d.tensor().slice_rows(s.r0 + r0, s.r0 + r1);
-    };
-    const int64_t prompt_len = static_cast<int64_t>(c.rope().thw.size() / 3);
-    if (s.decode_rows()) {
-      for (int64_t i = 0; i < s.n(); ++i) {
-        b.gated_delta_rule_recurrent(rows(q, i, i + 1), rows(k, i, i + 1), rows(v, i, i + 1),
-                                     rows(g, i, i + 1), rows(beta, i, i + 1), c.state[l],
-                                     rows(core, i, i + 1));
-        b.copy(c.state[l], c.kept.state[l].tensor().slice_rows(i, i + 1));
-      }
-    } else if (s.n() == 1 && s.pos0 > 0 && s.pos0 >= prompt_len) {
-      b.gated_delta_rule_recurrent(rows(q, 0, 1), rows(k, 0, 1), rows(v, 0, 1), rows(g, 0, 1),
-                                   rows(beta, 0, 1), c.state[l], rows(core, 0, 1));
-    } else {
-      // Prompt rows (a one-row prefill chunk included) take the chunked rule, as HF's single pass
-      // over the prompt does. Chunks start at multiples of 64 counted from position 0, so a prefill
-      // split at such multiples reproduces the single full pass bit for bit.
-      for (auto [r0, r1] : prefill_pieces(c, s.pos0, s.n())) {
-        b.gated_delta_rule_chunked(rows(q, r0, r1), rows(k, r0, r1), rows(v, r0, r1), rows(g, r0, r1),
-                                   rows(beta, r0, r1), c.state[l], rows(core, r0, r1));
-        if (Qwen35Cache::BlockState* kept = kept_at(c, s.pos0 + r1)) b.copy(c.state[l], kept->state[l]);
-      }
+  if (plan.chunked.tensor().dim(0) > 0)
+    b.gated_delta_rule_chunked_slots(q, k, v, g, beta, states_->states(pl), plan.chunked, core, ks);
+  if (plan.recurrent.tensor().dim(0) > 0)
+    b.gated_delta_rule_recurrent_slots(q, k, v, g, beta, states_->states(pl), plan.recurrent, core, ks);
+  // The kept rows to where rollback() and snapshot() look for them.
+  for (const GdnStep::Keep& kp : plan.keeps) {
+    Qwen35Cache& c = *segs[kp.seg].cache;
+    if (kp.rows) {
+      b.copy(keep_conv.tensor().slice_rows(kp.keep0, kp.keep0 + kp.n),
+             c.kept.conv[l].tensor().slice_rows(0, kp.n));
+      b.copy(keep_state.tensor().slice_rows(kp.keep0, kp.keep0 + kp.n),
+             c.kept.state[l].tensor().slice_rows(0, kp.n));
+      continue;
+    }
+    for (int64_t j = 0; j < kp.n; ++j) {
+      Qwen35Cache::BlockState& bs = c.block_states[static_cast<size_t>(j)];
+      b.copy(keep_conv.tensor().slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.conv[l]);
+      b.copy(keep_state.tensor().slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.state[l]);
     }
   }
   DeviceBuffer normed = b.alloc(act, {n, vd});

@@ -54,24 +54,48 @@ std::unique_ptr<SequenceCache> Qwen35Model::new_cache(int64_t capacity) {
     pool_ =
         std::make_shared<KvPool>(backend_, info_.dtype, n_attn_layers_, t.num_key_value_heads, t.head_dim, n);
   }
-  auto c = std::make_unique<Qwen35Cache>(pool_);
+  if (!states_) make_state_pool(state_slots_ > 0 ? state_slots_ : 64);
+  auto c = std::make_unique<Qwen35Cache>(pool_, states_);
   c->capacity_ = capacity;
+  int32_t pool_layer = 0, state_layer = 0;
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    const bool full = t.full_attention[static_cast<size_t>(i)];
+    c->kv_layer.push_back(full ? pool_layer++ : -1);
+    c->state_layer.push_back(full ? -1 : state_layer++);
+  }
+  c->conv.resize(static_cast<size_t>(t.num_hidden_layers));
+  c->state.resize(static_cast<size_t>(t.num_hidden_layers));
+  (void)ensure_slot(*c);  // when the pool is exhausted now, reserve() or forward_step tries again
+  return c;
+}
+
+bool Qwen35Model::ensure_slot(Qwen35Cache& c) {
+  if (c.slot.held()) return true;
+  if (!c.slot.acquire()) return false;
+  for (size_t l = 0; l < c.state_layer.size(); ++l) {
+    if (c.state_layer[l] < 0) continue;
+    const size_t pl = static_cast<size_t>(c.state_layer[l]);
+    c.conv[l] = DeviceBuffer(nullptr, states_->window(pl, c.slot.id()));
+    c.state[l] = DeviceBuffer(nullptr, states_->state(pl, c.slot.id()));
+  }
+  return true;
+}
+
+void Qwen35Model::make_state_pool(int64_t n_slots) {
+  const TextConfig& t = cfg_.text;
   const int64_t conv_dim =
       2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
-  int32_t pool_layer = 0;
-  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
-    if (t.full_attention[static_cast<size_t>(i)]) {
-      c->kv_layer.push_back(pool_layer++);
-      c->conv.emplace_back();
-      c->state.emplace_back();
-    } else {
-      c->kv_layer.push_back(-1);
-      c->conv.push_back(backend_.alloc(info_.dtype, {conv_dim, t.linear_conv_kernel_dim - 1}));
-      c->state.push_back(backend_.alloc(
-          DType::F32, {t.linear_num_value_heads, t.linear_key_head_dim, t.linear_value_head_dim}));
-    }
-  }
-  return c;
+  states_ = std::make_shared<StatePool>(backend_, info_.dtype, t.num_hidden_layers - n_attn_layers_, conv_dim,
+                                        t.linear_conv_kernel_dim, t.linear_num_value_heads,
+                                        t.linear_key_head_dim, t.linear_value_head_dim, n_slots);
+}
+
+Status Qwen35Model::set_state_slots(int64_t n_slots) {
+  if (states_) return make_error("the state pool is sized before the first sequence");
+  if (n_slots < 1) return make_error("the state pool needs at least one slot");
+  state_slots_ = n_slots;
+  make_state_pool(n_slots);  // now: the engine sizes the K/V pool from the memory left after it
+  return {};
 }
 
 Status Qwen35Model::set_kv_pool_blocks(int64_t n_blocks) {
@@ -90,12 +114,15 @@ Model::KvPoolStats Qwen35Model::kv_pool_stats() const {
   s.block_bytes = kv_block_bytes();
   s.blocks = pool_ ? pool_->n_blocks() : pool_blocks_;
   s.free = pool_ ? pool_->n_free() : pool_blocks_;
+  const int64_t slots = state_slots_ > 0 ? state_slots_ : 64;
+  s.state_slots = states_ ? states_->n_slots() : slots;
+  s.state_slots_free = states_ ? states_->n_free() : slots;
   return s;
 }
 
 bool Qwen35Model::reserve(SequenceCache& cache, int64_t n_positions) {
   auto* c = dynamic_cast<Qwen35Cache*>(&cache);
-  return c && c->table.grow(std::min(n_positions, c->capacity()));
+  return c && ensure_slot(*c) && c->table.grow(std::min(n_positions, c->capacity()));
 }
 
 Expected<RopeIndex> rope_index(const std::vector<int32_t>& ids, int64_t image_token_id,

@@ -11,6 +11,7 @@
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/layers/kv_pool.h"
+#include "models/layers/state_pool.h"
 #include "models/model.h"
 #include "models/qwen3_5/config.h"
 #include "models/qwen3_5/weights.h"
@@ -31,7 +32,8 @@ Expected<RopeIndex> rope_index(const std::vector<int32_t>& token_ids, int64_t im
 // Per-sequence state. Rows must be fed in order: a forward continues at position n_past().
 class Qwen35Cache final : public SequenceCache {
  public:
-  explicit Qwen35Cache(std::shared_ptr<KvPool> pool) : table(std::move(pool)) {}
+  Qwen35Cache(std::shared_ptr<KvPool> pool, std::shared_ptr<StatePool> states)
+      : table(std::move(pool)), slot(std::move(states)) {}
   int64_t capacity() const override { return capacity_; }
   int64_t n_past() const { return n_past_; }
   // M-RoPE plan for the prompt: rows [0, thw.size()/3) take these (T, H, W); later rows take
@@ -47,6 +49,12 @@ class Qwen35Cache final : public SequenceCache {
   // kv_layer[l] (-1 for a linear layer).
   BlockTable table;
   std::vector<int32_t> kv_layer;
+  // Linear layers: a slot of the model's state pool (the same index in every layer), taken when the
+  // cache is made or, when the pool was exhausted then, when positions are reserved. Layer l's are
+  // pool layer state_layer[l] (-1 for a full-attention layer).
+  StateSlot slot;
+  std::vector<int32_t> state_layer;
+  // Views of this sequence's slot (empty until it holds one, and for full-attention layers):
   std::vector<DeviceBuffer> conv;   // per layer (linear only): [conv_dim, K-1] act, raw pre-conv inputs
   std::vector<DeviceBuffer> state;  // per layer (linear only): [Hv, Dk, Dv] F32 delta-rule state
 
@@ -89,6 +97,21 @@ struct SegRows {
   int64_t n() const { return r1 - r0; }
 };
 
+// One step's segments as the *_slots ops take them (gdn.cpp): segs [n_seg, 6] I32 rows
+// {r0, r1, slot, pos0, keep0, keep_step} of every segment (the conv), and of those that run the
+// chunked and the recurrent rule; the windows/states they keep land in n_keep rows of a buffer per
+// layer, and `keeps` says whose they are.
+struct GdnStep {
+  DeviceBuffer all, chunked, recurrent;
+  int64_t n_keep = 0;
+  struct Keep {
+    size_t seg;        // index into the step's segments
+    int64_t keep0, n;  // keep rows [keep0, keep0 + n)
+    bool rows;         // each row's (draft verification: cache.kept) or each multiple of 64's (block_states)
+  };
+  std::vector<Keep> keeps;
+};
+
 // Where one segment's rows put and read K/V in the MTP layer: k, v [capacity, Hkv, D] act.
 struct AttnKv {
   int64_t r0 = 0, r1 = 0;
@@ -126,8 +149,12 @@ class Qwen35Model final : public Model {
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
   // The paged K/V pool of the full-attention layers (model.cpp), as LightOnOCR's.
   Status set_kv_pool_blocks(int64_t n_blocks) override;
+  // The state pool (models/layers/state_pool.h): one slot per live sequence, allocated here. Without
+  // it the first new_cache makes 64 slots (as the K/V pool's default holds 64 sequences).
+  Status set_state_slots(int64_t n_slots) override;
   size_t kv_block_bytes() const override;
   KvPoolStats kv_pool_stats() const override;
+  // K/V blocks for the positions and, when the cache holds none yet, a state slot.
   bool reserve(SequenceCache& cache, int64_t n_positions) override;
   // Each segment's positions must be n_past .. n_past + n - 1 of its cache. A segment of several
   // rows runs the chunked delta rule with chunk boundaries at multiples of 64 counted from position
@@ -156,16 +183,25 @@ class Qwen35Model final : public Model {
   Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
 
  private:
+  // model.cpp: allocates the state pool (set_state_slots, or the first new_cache)
+  void make_state_pool(int64_t n_slots);
+  // model.cpp: takes a state slot for the cache when it holds none and points its conv/state views
+  // at it. False when the pool is exhausted.
+  bool ensure_slot(Qwen35Cache& c);
   // text.cpp: Qwen3.5's own checks of a segment past the common ones (collect_step_rows): positions
   // continue its cache, decode_rows rows continue a non-empty cache and hold no image tokens
   Status check_segment(const SegRows& seg) const;
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
-  // gdn.cpp: one Gated DeltaNet mixer over x[n_rows, hidden] -> out[n_rows, hidden], the conv and
-  // delta rule per segment on its cache's state. decode_rows segments: one row at a time with the
-  // recurrent rule, keeping each row's conv window and state in cache.kept.
-  void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const Tensor& out);
+  // gdn.cpp: the step's segments for the *_slots ops (once per step; every cache holds a slot).
+  GdnStep plan_gdn(std::span<const SegRows> segs);
+  // gdn.cpp: one Gated DeltaNet mixer over x[n_rows, hidden] -> out[n_rows, hidden]: the conv and
+  // delta rule of all segments in one call each, in place on their state slots; decode_rows segments
+  // keep each row's conv window and state in cache.kept, prompt-cache segments each multiple of 64's
+  // in cache.block_states.
+  void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const GdnStep& plan,
+                      const Tensor& out);
   // text.cpp: one gated full-attention mixer over x[n_rows, hidden]. With paged, every row scatters
   // its K/V into the pool at slots[n_rows] (I32) and one paged_attention reads them; otherwise
   // segment s scatters its rows into kv[s]'s contiguous K/V at slots and attends to it.
@@ -197,6 +233,8 @@ class Qwen35Model final : public Model {
   CaptureFn capture_;
   std::shared_ptr<KvPool> pool_;  // made by set_kv_pool_blocks or the first new_cache
   int64_t pool_blocks_ = 0;
+  std::shared_ptr<StatePool> states_;  // made by the first new_cache
+  int64_t state_slots_ = 0;
   int64_t n_attn_layers_ = 0;  // full-attention layers: the pool's layers
 };
 

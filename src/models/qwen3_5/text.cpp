@@ -1,8 +1,8 @@
 // Qwen3.5 hybrid decoder over the rows of one step (segments of several sequences, each with its
 // cache; Qwen3_5TextModel / Qwen3_5DecoderLayer): (1+w) RMSNorm pre-norms, Gated DeltaNet or gated
 // full attention, SwiGLU MLP, final norm and lm_head. Every linear and norm runs once over all rows,
-// and so does attention (paged_attention over the K/V pool, each segment through its block table);
-// the conv and delta rule run per segment on its own state. Text M-RoPE: cos/sin from
+// and so does attention (paged_attention over the K/V pool, each segment through its block table),
+// and the conv and delta rule (over the state pool's slots, gdn.cpp). Text M-RoPE: cos/sin from
 // per-row (T, H, W) positions with HF's interleaved slots.
 #include <algorithm>
 #include <cmath>
@@ -129,6 +129,12 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     parts[s].r1 = rows.end(s);
     TF_TRY(check_segment(parts[s]));
   }
+  // A state slot for every cache that holds none yet (a fresh, zeroed slot: the state a
+  // sequence starts from).
+  for (const SegRows& s : parts)
+    if (!ensure_slot(*s.cache))
+      return make_error("forward: the state pool has no free slot (" + std::to_string(states_->n_slots()) +
+                        " slots)");
   // Pool blocks for every position a segment writes: the only change before the compute starts.
   std::vector<BlockTable*> tabs;
   for (const SegRows& s : parts) tabs.push_back(&s.cache->table);
@@ -165,6 +171,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), pg.max_blocks});
   b.upload(tables, pg.tables.data());
 
+  const GdnStep gdn = plan_gdn(parts);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
   // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
@@ -179,7 +186,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
       full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
-      gated_deltanet(l, xn, parts, o);
+      gated_deltanet(l, xn, parts, gdn, o);
       capture(capture_, b, name + ".linear_attn", o);
     }
     b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);

@@ -2,10 +2,13 @@
 // except that linear() over more than one row sums each dot product in reverse k order (f32, on the
 // host). One row is computed by the real op, so a row decoded alone and the same row inside a batch
 // of several get different bits: exactly the defect the invariance tests exist to catch.
+// With swap_slots (and plant_linear off) it plants a wrong state-slot mapping instead: the *_slots ops
+// of a step with two or more segments see the first two segments' slots exchanged.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.h"
@@ -25,7 +28,7 @@ class PlantedLinearBackend final : public Backend {
   void free_memory(void* data) override { in_.free_memory(data); }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
-    if (x.dim(0) <= 1) return in_.linear(x, w, bias, out);
+    if (!plant_linear || x.dim(0) <= 1) return in_.linear(x, w, bias, out);
     ++n_planted;
     const int64_t n = x.dim(0), k = x.dim(1), m = w.dim(0);
     const std::vector<float> xf = floats(x), wf = floats(w);
@@ -120,6 +123,23 @@ class PlantedLinearBackend final : public Backend {
                                   const Tensor& beta, const Tensor& state, const Tensor& out) override {
     in_.gated_delta_rule_recurrent(q, k, v, g, beta, state, out);
   }
+  void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
+                                const Tensor& out, const Tensor* keep) override {
+    const DeviceBuffer s = planted_segs(segs);
+    in_.causal_conv1d_silu_slots(x, w, windows, s.empty() ? segs : s.tensor(), out, keep);
+  }
+  void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                      const Tensor& out, const Tensor* keep) override {
+    const DeviceBuffer s = planted_segs(segs);
+    in_.gated_delta_rule_chunked_slots(q, k, v, g, beta, states, s.empty() ? segs : s.tensor(), out, keep);
+  }
+  void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                        const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                        const Tensor& out, const Tensor* keep) override {
+    const DeviceBuffer s = planted_segs(segs);
+    in_.gated_delta_rule_recurrent_slots(q, k, v, g, beta, states, s.empty() ? segs : s.tensor(), out, keep);
+  }
   void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                       const Tensor& out) override {
     in_.rms_norm_gated(x, gate, w, eps, out);
@@ -134,9 +154,24 @@ class PlantedLinearBackend final : public Backend {
     in_.embedding_bag(table, idx, w, out);
   }
 
-  int64_t n_planted = 0;  // linear calls that took the planted path
+  int64_t n_planted = 0;     // linear calls that took the planted path
+  bool plant_linear = true;  // linear over several rows sums k backwards
+  bool swap_slots = false;   // the *_slots ops exchange the first two segments' slots
+  int64_t n_swapped = 0;     // *_slots calls that took the planted path
 
  private:
+  // With swap_slots and two or more segments: a copy of segs[n_seg, 6] with rows 0 and 1's slots
+  // exchanged; otherwise empty.
+  DeviceBuffer planted_segs(const Tensor& segs) {
+    if (!swap_slots || segs.dim(0) < 2) return {};
+    ++n_swapped;
+    std::vector<int32_t> h(static_cast<size_t>(segs.numel()));
+    in_.download(segs, h.data());
+    std::swap(h[2], h[8]);
+    DeviceBuffer d = in_.alloc(DType::I32, segs.shape);
+    in_.upload(d, h.data());
+    return d;
+  }
   // A device tensor (F32 or BF16) as host floats.
   std::vector<float> floats(const Tensor& t) {
     std::vector<float> f(static_cast<size_t>(t.numel()));

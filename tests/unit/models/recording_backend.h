@@ -158,6 +158,27 @@ class RecordingBackend final : public Backend {
                                   const Tensor& beta, const Tensor& state, const Tensor& out) override {
     op([=, this] { in_.gated_delta_rule_recurrent(q, k, v, g, beta, state, out); });
   }
+  void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
+                                const Tensor& out, const Tensor* keep) override {
+    const std::optional<Tensor> kp = keep ? std::optional<Tensor>(*keep) : std::nullopt;
+    op([=, this] { in_.causal_conv1d_silu_slots(x, w, windows, segs, out, kp ? &*kp : nullptr); });
+  }
+  void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                      const Tensor& out, const Tensor* keep) override {
+    const std::optional<Tensor> kp = keep ? std::optional<Tensor>(*keep) : std::nullopt;
+    op([=, this] {
+      in_.gated_delta_rule_chunked_slots(q, k, v, g, beta, states, segs, out, kp ? &*kp : nullptr);
+    });
+  }
+  void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                        const Tensor& beta, const Tensor& states, const Tensor& segs,
+                                        const Tensor& out, const Tensor* keep) override {
+    const std::optional<Tensor> kp = keep ? std::optional<Tensor>(*keep) : std::nullopt;
+    op([=, this] {
+      in_.gated_delta_rule_recurrent_slots(q, k, v, g, beta, states, segs, out, kp ? &*kp : nullptr);
+    });
+  }
   void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                       const Tensor& out) override {
     op([=, this] { in_.rms_norm_gated(x, gate, w, eps, out); });
