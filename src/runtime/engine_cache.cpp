@@ -1,7 +1,7 @@
 // The engine's prompt-cache side (runtime/prefix_cache.h): resuming an admitted sequence from the
 // longest cached block-aligned prefix (engine_vision.cpp then encodes only the images that still have
-// rows after it, reusing cached vision-encoder outputs), and caching a sequence's prompt blocks as its prefill
-// computes them. Resumed rows are copies of rows a fresh prefill computes bit for bit (chunk
+// rows after it, reusing cached vision-encoder outputs), and caching a sequence's prompt blocks as its
+// prefill computes them. Resumed rows are copies of rows a fresh prefill computes bit for bit (chunk
 // boundaries stay on multiples of 64 from position 0), so output never depends on the cache.
 #include "base/log.h"
 #include "runtime/engine.h"
