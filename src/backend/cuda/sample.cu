@@ -18,6 +18,11 @@
 //   - the draw: target = u * Z over the kept masses in id order; an ordered search (per-warp chunks, 64
 //     sub-chunk sums, one block scan, one warp rescans a sub-chunk) finds the first id whose running sum
 //     exceeds it (one pass).
+// Speed: a pass over a row keeps 8 loads in flight per thread (scan_row), histogram atomics are summed
+// per warp and bin first (a flat row would serialize them on one address), and a top-k row whose kept
+// set has at most 1024 tokens is compacted into shared memory (one pass, sorted by id), so the top-p
+// search and the draw walk those tokens instead of the row: tokens outside weigh 0 in every sum, so the
+// integers, hence the choice, are the same either way.
 // So the ids equal the reference's except where u, or the top-p cut, lies within the rounding of the
 // reference's f32 sums (plus expf's 2 ulp and 2^-q per token) of a cumulative boundary; the contract
 // test states and measures that epsilon. Logprobs: lse = max + log(Σ expf(v - max)) with a double
@@ -91,6 +96,51 @@ __device__ __forceinline__ float from_okey(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+// Calls f(i, in, l[i]) for every i of [0, V) owned by this thread: 8 loads in flight per thread (a pass
+// over one row is otherwise bound by memory latency), each warp over 256 consecutive ids per step, a
+// thread's ids in ascending order, and a warp-uniform trip count (f may use warp collectives; lanes past
+// V get in = false).
+template <class F>
+__device__ __forceinline__ void scan_row(const float* __restrict__ l, int64_t V, F f) {
+  constexpr int U = 8;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t base = static_cast<int64_t>(warp) * 32 * U; base < V; base += static_cast<int64_t>(kThreads) * U) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      v[u] = i < V ? __ldg(l + i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = base + u * 32 + lane;
+      f(i, i < V, v[u]);
+    }
+  }
+}
+
+// Adds c (and m) to histogram bin `bin` once per warp and bin (the lanes with the same bin summed first:
+// a row of equal logits would otherwise serialize every atomic on one address). bin 0xffffffff: nothing.
+// Integer sums, so the result does not depend on the grouping. Every lane of the warp calls it.
+__device__ __forceinline__ void add_count(uint32_t* hist, uint32_t bin) {
+  const unsigned peers = __match_any_sync(0xffffffffu, bin);
+  if (bin != 0xffffffffu && threadIdx.x % 32 == __ffs(peers) - 1)
+    atomicAdd(&hist[bin], static_cast<uint32_t>(__popc(peers)));
+}
+__device__ __forceinline__ void add_mass(unsigned long long* hist, uint32_t bin, unsigned long long m,
+                                         unsigned long long* scratch /* [32], this warp's */) {
+  const unsigned peers = __match_any_sync(0xffffffffu, bin);
+  const int lane = threadIdx.x % 32;
+  scratch[lane] = m;
+  __syncwarp();
+  if (bin != 0xffffffffu && lane == __ffs(peers) - 1) {
+    unsigned long long sum = 0;
+    for (unsigned rest = peers; rest; rest &= rest - 1) sum += scratch[__ffs(rest) - 1];
+    atomicAdd(&hist[bin], sum);
+  }
+  __syncwarp();
+}
+
 struct Pick {
   float v;
   int32_t i;  // -1: none
@@ -105,6 +155,9 @@ __device__ __forceinline__ bool before(const Pick& a, const Pick& b) {
 struct Shared {
   uint32_t cnt[kBins];  // radix count histogram
   u64 mass[kBins];      // radix mass histogram; the ordered search's sub-chunk sums
+  u64 lane_mass[kWarps][32];  // add_mass's per-warp scratch
+  u64 cand[kThreads];         // a top-k row's kept tokens, (id << 32 | logit bits), ascending id
+  int n_cand;
   u64 warp_u64[kWarps];
   double warp_f64[kWarps];
   Pick warp_pick[kWarps];
@@ -222,6 +275,7 @@ __device__ int64_t ordered_find(int64_t V, Shared& sh, W weight, Target target_o
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t chunk = (V + kWarps * 32 - 1) / (kWarps * 32) * 32;
   const int64_t sub = (chunk + kSubs * 32 - 1) / (kSubs * 32) * 32;
+#pragma unroll 8
   for (int s = 0; s < kSubs; ++s) {
     u64 acc = 0;
     for (int64_t e = lane; e < sub; e += 32) {
@@ -272,6 +326,57 @@ __device__ int64_t ordered_find(int64_t V, Shared& sh, W weight, Target target_o
   return sh.found;
 }
 
+// The tokens the top-p search and the draw walk: the whole row, or (cand != nullptr) a top-k row's
+// kept tokens compacted in shared memory, ascending id, at most one per thread. Every token outside
+// cand weighs 0 in every sum below, so both walks give the same integers, hence the same choice.
+struct Source {
+  const float* l;
+  int64_t V;
+  const u64* cand;
+  int64_t n;
+  __device__ int64_t size() const { return cand ? n : V; }
+  __device__ int64_t id(int64_t j) const { return cand ? static_cast<int64_t>(cand[j] >> 32) : j; }
+  __device__ float value(int64_t j) const {
+    return cand ? __uint_as_float(static_cast<uint32_t>(cand[j])) : l[j];
+  }
+  // scan_row's contract over the source's tokens (f(id, in, logit), warp-uniform).
+  template <class F>
+  __device__ void scan(F f) const {
+    if (!cand) return scan_row(l, V, f);
+    const int64_t j = threadIdx.x;
+    const bool in = j < n;
+    f(in ? id(j) : 0, in, in ? value(j) : 0.0f);
+  }
+};
+
+// Compacts the tokens with v / T >= kth into sh.cand (ascending id) when there are at most kThreads
+// of them; false (nothing to use) when there are more.
+__device__ bool compact_top_k(const float* l, int64_t V, float T, float kth, Shared& sh) {
+  if (threadIdx.x == 0) sh.n_cand = 0;
+  __syncthreads();
+  scan_row(l, V, [&](int64_t i, bool in, float v) {
+    if (in && v / T >= kth) {
+      const int slot = atomicAdd(&sh.n_cand, 1);
+      if (slot < kThreads) sh.cand[slot] = static_cast<u64>(i) << 32 | __float_as_uint(v);
+    }
+  });
+  __syncthreads();
+  const int n = sh.n_cand;
+  if (n > kThreads) return false;
+  if (static_cast<int>(threadIdx.x) >= n) sh.cand[threadIdx.x] = ~0ull;
+  __syncthreads();
+  for (int k = 2; k <= kThreads; k <<= 1)  // bitonic sort, ascending (by id: the high word)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      const int t = threadIdx.x, q = t ^ j;
+      if (q > t) {
+        const u64 a = sh.cand[t], b = sh.cand[q];
+        if ((a > b) == ((t & k) == 0)) sh.cand[t] = b, sh.cand[q] = a;
+      }
+      __syncthreads();
+    }
+  return true;
+}
+
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* __restrict__ logits, const int32_t* __restrict__ params,
                   int32_t* __restrict__ out, int64_t V, int64_t w, int variant) {
@@ -284,7 +389,7 @@ __global__ void __launch_bounds__(kThreads)
   if (variant == 1) p.position += 1;
   if (variant == 2) p.temperature = __int_as_float(params[0]);
   int32_t* o = out + r * w;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32;
   const float T = p.temperature;
   const bool sampled = T > 0.0f, top_k = sampled && p.top_k > 0 && p.top_k < V;
 
@@ -293,17 +398,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.cnt[b] = 0;
   __syncthreads();
   Pick best{0.0f, -1};
-  for (int64_t base = warp * 32; base < V; base += kThreads) {  // warp-uniform trip count
-    const int64_t i = base + lane;
-    const bool in = i < V;
-    const float v = in ? l[i] : 0.0f;
+  scan_row(l, V, [&](int64_t i, bool in, float v) {
     if (in && (best.i < 0 || v > best.v)) best = {v, static_cast<int32_t>(i)};
-    if (top_k) {
-      const uint32_t bin = in ? okey(v) >> 21 : 0xffffffffu;
-      const unsigned peers = __match_any_sync(0xffffffffu, bin);
-      if (in && lane == __ffs(peers) - 1) atomicAdd(&sh.cnt[bin], static_cast<uint32_t>(__popc(peers)));
-    }
-  }
+    if (top_k) add_count(sh.cnt, in ? okey(v) >> 21 : 0xffffffffu);
+  });
   const Pick top = block_best(best, sh);
   int32_t id = top.i;
 
@@ -320,10 +418,10 @@ __global__ void __launch_bounds__(kThreads)
         if (lv > 0) {
           for (int b = threadIdx.x; b < kBins; b += kThreads) sh.cnt[b] = 0;
           __syncthreads();
-          for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-            const uint32_t k = okey(l[i]);
-            if ((k & mask) == prefix) atomicAdd(&sh.cnt[(k >> shifts[lv]) & (nb - 1)], 1u);
-          }
+          scan_row(l, V, [&](int64_t, bool in, float v) {
+            const uint32_t k = okey(v);
+            add_count(sh.cnt, in && (k & mask) == prefix ? (k >> shifts[lv]) & (nb - 1) : 0xffffffffu);
+          });
           __syncthreads();
         }
         walk_desc(sh, nb, kk);
@@ -334,6 +432,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       kth = from_okey(prefix) / T;
     }
+    Source src{l, V, nullptr, 0};
+    if (top_k && compact_top_k(l, V, T, kth, sh)) src = Source{l, V, sh.cand, sh.n_cand};
     // Fixed-point masses: floor(expf(s - ms) * 2^q), q = 62 - bits(V).
     int vbits = 0;
     while ((int64_t{1} << vbits) <= V) ++vbits;
@@ -350,13 +450,12 @@ __global__ void __launch_bounds__(kThreads)
         const int nb = 1 << bits[lv];
         for (int b = threadIdx.x; b < kBins; b += kThreads) sh.mass[b] = 0;
         __syncthreads();
-        for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-          const float s = l[i] / T;
+        src.scan([&](int64_t, bool in, float v) {
+          const float s = v / T;
           const uint32_t k = okey(s);
-          if (s < kth || (k & mask) != prefix) continue;
-          const u64 m = mass_of(s);
-          if (m) atomicAdd(&sh.mass[(k >> shifts[lv]) & (nb - 1)], m);
-        }
+          const u64 m = in && !(s < kth) && (k & mask) == prefix ? mass_of(s) : 0;
+          add_mass(sh.mass, m ? (k >> shifts[lv]) & (nb - 1) : 0xffffffffu, m, sh.lane_mass[warp]);
+        });
         __syncthreads();
         if (lv == 0) {
           u64 local = sh.mass[2 * threadIdx.x] + sh.mass[2 * threadIdx.x + 1], z;
@@ -376,29 +475,31 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       if (drop > 0) {
         const float ks = kth, ss = s_star;
-        idx_p = ordered_find(
-            V, sh,
-            [=](int64_t i) -> u64 {
-              const float s = l[i] / T;
+        const int64_t j = ordered_find(
+            src.size(), sh,
+            [=](int64_t c) -> u64 {
+              const float s = src.value(c) / T;
               return (s >= ks && s == ss) ? 1 : 0;
             },
             [=](u64) { return drop; });
+        idx_p = j < 0 ? -1 : src.id(j);
       }
     }
     const double u = uniform_at(p.seed, p.position);
     const float ks = kth, ss = s_star;
     const int64_t ip = idx_p;
-    id = static_cast<int32_t>(ordered_find(
-        V, sh,
-        [=](int64_t i) -> u64 {
-          const float s = l[i] / T;
-          const bool kept = s >= ks && (s > ss || (s == ss && i >= ip));
+    const int64_t j = ordered_find(
+        src.size(), sh,
+        [=](int64_t c) -> u64 {
+          const float s = src.value(c) / T;
+          const bool kept = s >= ks && (s > ss || (s == ss && src.id(c) >= ip));
           return kept ? mass_of(s) : 0;
         },
         [=](u64 z) {
           const u64 t = static_cast<u64>(u * static_cast<double>(z));
           return t < z ? t : z - 1;
-        }));
+        });
+    id = static_cast<int32_t>(j < 0 ? -1 : src.id(j));
   }
 
   // The row's record: the id, then (when asked) logprobs.
@@ -407,7 +508,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) o[0] = id;
   if (w == 1 || p.n_logprobs < 0) return;
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < V; i += kThreads) acc += static_cast<double>(expf(l[i] - top.v));
+  scan_row(l, V, [&](int64_t, bool in, float v) {
+    if (in) acc += static_cast<double>(expf(v - top.v));
+  });
   const float lse = top.v + static_cast<float>(log(block_sum_f64(acc, sh)));
   if (threadIdx.x == 0) o[1] = __float_as_int(l[id] - lse);
   int64_t n_top = (w - 2) / 2;
@@ -415,11 +518,10 @@ __global__ void __launch_bounds__(kThreads)
   Pick prev{0.0f, -1};
   for (int64_t j = 0; j < n_top && j < V; ++j) {
     Pick b{0.0f, -1};
-    for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-      const Pick c{l[i], static_cast<int32_t>(i)};
-      if (prev.i >= 0 && !before(prev, c)) continue;  // taken already
-      if (before(c, b)) b = c;
-    }
+    scan_row(l, V, [&](int64_t i, bool in, float v) {
+      const Pick c{v, static_cast<int32_t>(i)};
+      if (in && (prev.i < 0 || before(prev, c)) && before(c, b)) b = c;  // not taken already, better
+    });
     prev = block_best(b, sh);
     if (threadIdx.x == 0) {
       o[2 + 2 * j] = prev.i;
