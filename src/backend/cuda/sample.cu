@@ -104,7 +104,8 @@ template <class F>
 __device__ __forceinline__ void scan_row(const float* __restrict__ l, int64_t V, F f) {
   constexpr int U = 8;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int64_t base = static_cast<int64_t>(warp) * 32 * U; base < V; base += static_cast<int64_t>(kThreads) * U) {
+  for (int64_t base = static_cast<int64_t>(warp) * 32 * U; base < V;
+       base += static_cast<int64_t>(kThreads) * U) {
     float v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -153,8 +154,8 @@ __device__ __forceinline__ bool before(const Pick& a, const Pick& b) {
 }
 
 struct Shared {
-  uint32_t cnt[kBins];  // radix count histogram
-  u64 mass[kBins];      // radix mass histogram; the ordered search's sub-chunk sums
+  uint32_t cnt[kBins];        // radix count histogram
+  u64 mass[kBins];            // radix mass histogram; the ordered search's sub-chunk sums
   u64 lane_mass[kWarps][32];  // add_mass's per-warp scratch
   u64 cand[kThreads];         // a top-k row's kept tokens, (id << 32 | logit bits), ascending id
   int n_cand;
