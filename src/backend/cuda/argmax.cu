@@ -3,60 +3,29 @@
 // entries one after the other: pass r takes the best entry ranked after pass r-1's pick.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/row_scan.cuh"
 
 namespace tf::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
 
-struct Pick {
-  float v;
-  int32_t i;  // -1: none
-};
-
-// a ranks before b: larger value, then lower index; "none" ranks last.
-__device__ __forceinline__ bool before(const Pick& a, const Pick& b) {
-  if (a.i < 0) return false;
-  if (b.i < 0) return true;
-  return a.v > b.v || (a.v == b.v && a.i < b.i);
-}
-
-// Block-wide best of each thread's candidate; every thread gets the result.
-__device__ Pick block_best(Pick p) {
-  __shared__ Pick warp_best[kThreads / 32];
-  __shared__ Pick result;
-  for (int o = 16; o > 0; o >>= 1) {
-    Pick q{__shfl_xor_sync(0xffffffffu, p.v, o), __shfl_xor_sync(0xffffffffu, p.i, o)};
-    if (before(q, p)) p = q;
-  }
-  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = p;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    Pick b = warp_best[0];
-    for (unsigned w = 1; w < blockDim.x / 32; ++w)
-      if (before(warp_best[w], b)) b = warp_best[w];
-    result = b;
-  }
-  __syncthreads();
-  const Pick r = result;
-  __syncthreads();
-  return r;
-}
-
 // logits[n, V] -> values[n, k], indices[n, k]; argmax is k = 1 without values.
-__global__ void top_k_kernel(const float* __restrict__ logits, int64_t V, int64_t k,
-                             float* __restrict__ values, int32_t* __restrict__ indices) {
+__global__ void __launch_bounds__(kThreads)
+    top_k_kernel(const float* __restrict__ logits, int64_t V, int64_t k, float* __restrict__ values,
+                 int32_t* __restrict__ indices) {
+  __shared__ Pick warp_best[kThreads / 32], result;
   const int64_t r = blockIdx.x;
   const float* l = logits + r * V;
   Pick prev{0.0f, -1};
   for (int64_t sel = 0; sel < k; ++sel) {
     Pick best{0.0f, -1};
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-      const Pick c{l[j], static_cast<int32_t>(j)};
-      if (prev.i >= 0 && !before(prev, c)) continue;  // already taken (ranked at or before prev)
-      if (before(c, best)) best = c;
-    }
-    best = block_best(best);
+    scan_row<kThreads>(l, V, [&](int64_t j, bool in, float v) {
+      const Pick c{v, static_cast<int32_t>(j)};
+      // Not taken already (ranked after prev), and better.
+      if (in && (prev.i < 0 || before(prev, c)) && before(c, best)) best = c;
+    });
+    best = block_best(best, warp_best, &result);
     if (threadIdx.x == 0) {
       if (values) values[r * k + sel] = best.v;
       indices[r * k + sel] = best.i;

@@ -32,6 +32,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/row_scan.cuh"
 #include "backend/test_hooks.h"
 
 namespace tf::cuda {
@@ -96,30 +97,6 @@ __device__ __forceinline__ float from_okey(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// Calls f(i, in, l[i]) for every i of [0, V) owned by this thread: 8 loads in flight per thread (a pass
-// over one row is otherwise bound by memory latency), each warp over 256 consecutive ids per step, a
-// thread's ids in ascending order, and a warp-uniform trip count (f may use warp collectives; lanes past
-// V get in = false).
-template <class F>
-__device__ __forceinline__ void scan_row(const float* __restrict__ l, int64_t V, F f) {
-  constexpr int U = 8;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int64_t base = static_cast<int64_t>(warp) * 32 * U; base < V;
-       base += static_cast<int64_t>(kThreads) * U) {
-    float v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * 32 + lane;
-      v[u] = i < V ? __ldg(l + i) : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = base + u * 32 + lane;
-      f(i, i < V, v[u]);
-    }
-  }
-}
-
 // Adds c (and m) to histogram bin `bin` once per warp and bin (the lanes with the same bin summed first:
 // a row of equal logits would otherwise serialize every atomic on one address). bin 0xffffffff: nothing.
 // Integer sums, so the result does not depend on the grouping. Every lane of the warp calls it.
@@ -142,17 +119,6 @@ __device__ __forceinline__ void add_mass(unsigned long long* hist, uint32_t bin,
   __syncwarp();
 }
 
-struct Pick {
-  float v;
-  int32_t i;  // -1: none
-};
-// a ranks before b: larger value, then lower index; "none" ranks last.
-__device__ __forceinline__ bool before(const Pick& a, const Pick& b) {
-  if (a.i < 0) return false;
-  if (b.i < 0) return true;
-  return a.v > b.v || (a.v == b.v && a.i < b.i);
-}
-
 struct Shared {
   uint32_t cnt[kBins];        // radix count histogram
   u64 mass[kBins];            // radix mass histogram; the ordered search's sub-chunk sums
@@ -167,24 +133,6 @@ struct Shared {
   u64 sel_base, found_base;
   int64_t found;
 };
-
-__device__ Pick block_best(Pick p, Shared& sh) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const Pick q{__shfl_xor_sync(0xffffffffu, p.v, o), __shfl_xor_sync(0xffffffffu, p.i, o)};
-    if (before(q, p)) p = q;
-  }
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) sh.warp_pick[threadIdx.x / 32] = p;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    Pick b = sh.warp_pick[0];
-    for (int w = 1; w < kWarps; ++w)
-      if (before(sh.warp_pick[w], b)) b = sh.warp_pick[w];
-    sh.pick = b;
-  }
-  __syncthreads();
-  return sh.pick;
-}
 
 __device__ double block_sum_f64(double v, Shared& sh) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -343,7 +291,7 @@ struct Source {
   // scan_row's contract over the source's tokens (f(id, in, logit), warp-uniform).
   template <class F>
   __device__ void scan(F f) const {
-    if (!cand) return scan_row(l, V, f);
+    if (!cand) return scan_row<kThreads>(l, V, f);
     const int64_t j = threadIdx.x;
     const bool in = j < n;
     f(in ? id(j) : 0, in, in ? value(j) : 0.0f);
@@ -355,7 +303,7 @@ struct Source {
 __device__ bool compact_top_k(const float* l, int64_t V, float T, float kth, Shared& sh) {
   if (threadIdx.x == 0) sh.n_cand = 0;
   __syncthreads();
-  scan_row(l, V, [&](int64_t i, bool in, float v) {
+  scan_row<kThreads>(l, V, [&](int64_t i, bool in, float v) {
     if (in && v / T >= kth) {
       const int slot = atomicAdd(&sh.n_cand, 1);
       if (slot < kThreads) sh.cand[slot] = static_cast<u64>(i) << 32 | __float_as_uint(v);
@@ -399,11 +347,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.cnt[b] = 0;
   __syncthreads();
   Pick best{0.0f, -1};
-  scan_row(l, V, [&](int64_t i, bool in, float v) {
+  scan_row<kThreads>(l, V, [&](int64_t i, bool in, float v) {
     if (in && (best.i < 0 || v > best.v)) best = {v, static_cast<int32_t>(i)};
     if (top_k) add_count(sh.cnt, in ? okey(v) >> 21 : 0xffffffffu);
   });
-  const Pick top = block_best(best, sh);
+  const Pick top = block_best(best, sh.warp_pick, &sh.pick);
   int32_t id = top.i;
 
   if (sampled) {
@@ -419,7 +367,7 @@ __global__ void __launch_bounds__(kThreads)
         if (lv > 0) {
           for (int b = threadIdx.x; b < kBins; b += kThreads) sh.cnt[b] = 0;
           __syncthreads();
-          scan_row(l, V, [&](int64_t, bool in, float v) {
+          scan_row<kThreads>(l, V, [&](int64_t, bool in, float v) {
             const uint32_t k = okey(v);
             add_count(sh.cnt, in && (k & mask) == prefix ? (k >> shifts[lv]) & (nb - 1) : 0xffffffffu);
           });
@@ -509,7 +457,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) o[0] = id;
   if (w == 1 || p.n_logprobs < 0) return;
   double acc = 0;
-  scan_row(l, V, [&](int64_t, bool in, float v) {
+  scan_row<kThreads>(l, V, [&](int64_t, bool in, float v) {
     if (in) acc += static_cast<double>(expf(v - top.v));
   });
   const float lse = top.v + static_cast<float>(log(block_sum_f64(acc, sh)));
@@ -519,11 +467,11 @@ __global__ void __launch_bounds__(kThreads)
   Pick prev{0.0f, -1};
   for (int64_t j = 0; j < n_top && j < V; ++j) {
     Pick b{0.0f, -1};
-    scan_row(l, V, [&](int64_t i, bool in, float v) {
+    scan_row<kThreads>(l, V, [&](int64_t i, bool in, float v) {
       const Pick c{v, static_cast<int32_t>(i)};
       if (in && (prev.i < 0 || before(prev, c)) && before(c, b)) b = c;  // not taken already, better
     });
-    prev = block_best(b, sh);
+    prev = block_best(b, sh.warp_pick, &sh.pick);
     if (threadIdx.x == 0) {
       o[2 + 2 * j] = prev.i;
       o[3 + 2 * j] = __float_as_int(prev.v - lse);

@@ -274,9 +274,24 @@ TEST_F(CudaContract, SamplePlantedControlsAreCaught) {
 }
 
 // Not a timed test: prints the op's time for LightOnOCR's vocabulary (generation_config: temperature 0.2,
-// HF's default top_k 50), and with top-p, for the lead's notes.
+// HF's default top_k 50), and with top-p, and the greedy steps' argmax, for the lead's notes.
 TEST_F(CudaContract, SamplePrintsItsSpeed) {
   for (const int64_t n : {1, 64}) {
+    {  // greedy: Backend::argmax over the step's rows
+      Rows c = make_rows(151936, n, 17u);
+      DeviceBuffer dl = upload_new(dev(), c.logits);
+      DeviceBuffer out = dev().alloc(DType::I32, {n});
+      dev().argmax(dl, out);
+      dev().synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 50; ++i) dev().argmax(dl, out);
+      dev().synchronize();
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 50;
+      std::printf("[ contract ] sample speed: argmax, %lld rows x 151936: %.1f us per call\n",
+                  static_cast<long long>(n), us);
+      EXPECT_GT(us, 0.0);
+    }
     for (const float top_p : {1.0f, 0.9f}) {
       Rows c = make_rows(151936, n, 17u);
       for (SampleRow& p : c.rows) p = SampleRow{0.2f, top_p, 50, -1, 7, 3};
