@@ -281,12 +281,11 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
   // the others help stage the K/V tiles (a row's arithmetic is the same for every block size).
   const int warps = 4;
   const size_t smem = AttnCfg<DP, BN>::smem(4) * sizeof(bf16_t);
-  static const bool attr = [&] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<DP, BN>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    return true;
-  }();
-  (void)attr;
+  });
   // Paged: Σ_s ceil(n_s / bm) <= n_seg + n_q / bm pieces; blocks past the last piece exit at once.
   const int64_t tiles = blocks_for(n_q, 16 * warps) + (pg.seg_rows ? pg.n_seg : 0);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads));

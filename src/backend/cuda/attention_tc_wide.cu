@@ -320,12 +320,11 @@ void launch_wide(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t*
                  float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                  const AttentionPaging& pg) {
   auto kernel = attention_tc_wide_kernel<C>;
-  static const bool attr = [&] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(C::kSmem)));
-    return true;
-  }();
-  (void)attr;
+  });
   // Paged: Σ_s ceil(n_s / BM) <= n_seg + n_q / BM pieces; blocks past the last piece exit at once.
   const int64_t tiles = blocks_for(n_q, C::kRows) + (pg.seg_rows ? pg.n_seg : 0);
   TF_CHECK(tiles < (int64_t{1} << 31) && heads <= 65535);

@@ -267,12 +267,11 @@ __global__ void generic_kernel(Dims d, Scratch sc, float* __restrict__ state, T*
 
 template <class T, int G>
 void launch_fast(cudaStream_t s, const Dims& d, const Scratch& sc, float* state, T* out) {
-  static const bool attr = [] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(recurrent_kernel<T, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kSmemBytes<G>)));
-    return true;
-  }();
-  (void)attr;
+  });
   const dim3 grid(static_cast<unsigned>(d.dv / kCols), static_cast<unsigned>(d.hv));
   recurrent_kernel<T, G><<<grid, kThreads, kSmemBytes<G>, s>>>(d, sc, state, out);
   TF_CUDA_LAUNCHED();

@@ -249,12 +249,11 @@ void launch_chunks(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_
   constexpr int SUB = BM <= 16 ? 64 : 32, S = BM <= 16 ? 5 : 4;
   using Cfg = ChunkCfg<BM, BN, NW, SUB, S>;
   auto kernel = linear_tc_chunks_kernel<Cfg, BM, BN, NW, SUB, S, TO>;
-  static const bool attr = [&] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Cfg::smem(BM))));
-    return true;
-  }();
-  (void)attr;
+  });
   TF_CHECK(kc % SUB == 0);
   const int xrows = static_cast<int>(std::min<int64_t>(n, BM));
   const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM));
@@ -365,12 +364,11 @@ void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* 
                 int64_t in_f, int64_t out_f, bool vec) {
   using Cfg = TileCfg<BM, BN, BK, WM, WN, STAGES, REG>;
   auto kernel = linear_tc_kernel<Cfg, BM, BN, BK, WM, WN, STAGES, TO>;
-  static const bool attr = [&] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Cfg::kSmem)));
-    return true;
-  }();
-  (void)attr;
+  });
   const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM));
   TF_CHECK(grid.y <= 65535);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmem, s>>>(x, w, bias, out, n, in_f, out_f, vec);

@@ -241,12 +241,11 @@ template <class C, class TO>
 void launch_large(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
                   int64_t in_f, int64_t out_f) {
   auto kernel = linear_tc_large_kernel<C, TO>;
-  static const bool attr = [&] {
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(C::kSmem)));
-    return true;
-  }();
-  (void)attr;
+  });
   const dim3 grid(blocks_for(out_f, C::BN), blocks_for(n, C::BM));
   TF_CHECK(grid.y <= 65535);
   const bool pair = out_f % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (2 * sizeof(TO)) == 0;

@@ -294,19 +294,15 @@ auto small_kernel() {
 // function attribute belongs to one device's context; serve --devices runs one backend per GPU).
 template <int MT, int NT, class TO>
 int max_smem() {
-  static std::atomic<uint64_t> done{0};
+  static OncePerDevice attr;
   static std::atomic<int> optin{0};
-  int dev = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(done.load(std::memory_order_acquire) & bit)) {
+  attr.run([](int dev) {
     int v = 0;
     TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     TF_CUDA_CHECK(
         cudaFuncSetAttribute(small_kernel<MT, NT, TO>(), cudaFuncAttributeMaxDynamicSharedMemorySize, v));
     optin.store(v, std::memory_order_relaxed);
-    done.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  });
   return optin.load(std::memory_order_relaxed);
 }
 
