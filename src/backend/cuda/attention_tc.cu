@@ -29,6 +29,7 @@
 #include <climits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 

@@ -8,7 +8,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -22,26 +21,6 @@ inline bool is_float_act(DType t) { return t == DType::F32 || t == DType::BF16; 
 inline unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
-
-// Runs f(device) once per device for the calling thread's current device: a kernel's function attributes
-// (cudaFuncSetAttribute, e.g. its dynamic shared memory limit) belong to one device's context, and
-// serve --devices runs one backend per GPU in one process. A static per kernel; two threads racing on
-// one device both run f, which only repeats an idempotent setting.
-class OncePerDevice {
- public:
-  template <class F>
-  void run(F f) {
-    int dev = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    const uint64_t bit = uint64_t{1} << (dev & 63);
-    if (done_.load(std::memory_order_acquire) & bit) return;
-    f(dev);
-    done_.fetch_or(bit, std::memory_order_acq_rel);
-  }
-
- private:
-  std::atomic<uint64_t> done_{0};
-};
 
 // Storage types: bf16 tensors are uint16_t bit patterns, f32 tensors floats.
 using bf16_t = uint16_t;

@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
