@@ -23,9 +23,9 @@
 #include <climits>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
 
 namespace tf::cuda {
 namespace {

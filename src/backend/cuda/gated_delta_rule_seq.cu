@@ -34,9 +34,9 @@
 #include <cmath>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
 #include "backend/op_checks.h"
 
 namespace tf::cuda {

@@ -29,9 +29,9 @@
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
 
 #include <algorithm>
 #include <atomic>

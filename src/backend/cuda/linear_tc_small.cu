@@ -37,9 +37,9 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/once_per_device.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
 
 namespace tf::cuda {
 namespace {
