@@ -55,15 +55,25 @@ struct SharedBlocks {
   std::vector<int32_t> ids;
 };
 
+// A recurrent-state snapshot held by a prompt-cache block: one slot of the family's state pool
+// (models/layers/state_pool.h) holding, for every recurrent layer, the conv window and recurrent
+// state after position end - 1 (a copy: the running sequence's own slot changes as it runs). The
+// slot goes back to the pool when this goes.
+struct StateSnapshot {
+  virtual ~StateSnapshot() = default;
+  int32_t slot = -1;
+};
+
 // One sequence's decoder state over positions [begin, end), the prompt cache's unit
 // (runtime/prefix_cache.h): the K/V rows of every attention layer and, for recurrent families, the
 // conv window and recurrent state after position end - 1. With a paged K/V pool the rows are the
-// pool's own blocks, shared (`shared`, no copy); otherwise, and for recurrent states, copies in
-// `tensors` (family order, backend memory: Backend::copy).
+// pool's own blocks, shared (`shared`, no copy); with a state pool the recurrent state is a slot of
+// it (`state`); otherwise copies in `tensors` (family order, backend memory: Backend::copy).
 struct CacheBlock {
   int64_t begin = 0, end = 0;
   std::vector<DeviceBuffer> tensors;
   std::unique_ptr<SharedBlocks> shared;
+  std::unique_ptr<StateSnapshot> state;
   size_t nbytes() const {
     size_t n = 0;
     for (const auto& t : tensors) n += t.tensor().nbytes();
@@ -132,15 +142,18 @@ class Model {
   struct KvPoolStats {
     int64_t blocks = 0, free = 0;  // blocks = 0: no pool (per-sequence caches)
     size_t block_bytes = 0;        // one block of kKvBlock positions over every layer
-    // Recurrent-state slots (models/layers/state_pool.h), one per live sequence; 0: no state pool.
+    // Recurrent-state slots (models/layers/state_pool.h): one per live sequence, the others free
+    // for prompt-cache snapshots (CacheBlock::state); 0: no state pool. state_slot_bytes: one slot
+    // over every recurrent layer (known before the pool is made, to size it).
     int64_t state_slots = 0, state_slots_free = 0;
+    size_t state_slot_bytes = 0;
   };
   // Sizes the pool: before the first new_cache (error afterwards). Without it the first new_cache
   // makes a pool of max(1024, 64 sequences of its capacity) blocks.
   virtual Status set_kv_pool_blocks(int64_t /*n_blocks*/) { return {}; }
   virtual size_t kv_block_bytes() const { return 0; }
-  // Sizes the recurrent-state pool of hybrid families (one slot per live sequence): before the first
-  // new_cache (error afterwards). A no-op for families without one.
+  // Sizes the recurrent-state pool of hybrid families (a slot per live sequence and per prompt-cache
+  // snapshot): before the first new_cache (error afterwards). A no-op for families without one.
   virtual Status set_state_slots(int64_t /*n_slots*/) { return {}; }
   virtual KvPoolStats kv_pool_stats() const { return {}; }
   // Makes positions [0, n_positions) of the cache writable. False when the pool has no free block
@@ -178,11 +191,13 @@ class Model {
   // ---- prompt cache (runtime/prefix_cache.h) ---------------------------------------------------
   // Copies this sequence's state over [begin, end) into a new block. begin and end are multiples of
   // 64 (end may also be the current length), rows [0, end) are computed, and for recurrent families
-  // the state at `end` is the current one or was kept by the last forward (keep_block_states).
+  // the state at `end` is the current one or was kept by the last forward (keep_block_states). With
+  // a state pool the block takes a free slot of it: error (nothing changed) when none is free.
   virtual Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) = 0;
   // Fills a fresh cache (nothing forwarded yet; begin_prompt may have run) from blocks that cover
   // [0, end) in order: K/V rows of each, and the recurrent state of the last. The next forward
   // continues at position end. Error (cache unchanged) when the blocks do not fit or do not chain.
+  // A recurrent state is copied from the last block's snapshot slot into the cache's own slot.
   virtual Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) = 0;
 
   // ---- drafts (runtime/drafts.h) ---------------------------------------------------------------

@@ -61,7 +61,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) try 
     log_info(std::string("drafts: ") + draft_mode_name(e->draft_mode_) + ", up to " +
              std::to_string(opts.drafts.k) + " per step (verified: output equals plain decoding)");
   if (opts.cache_mb > 0) {
-    e->cache_ = std::make_unique<PrefixCache>(static_cast<size_t>(opts.cache_mb * 1048576.0));
+    const size_t budget = static_cast<size_t>(opts.cache_mb * 1048576.0);
+    e->cache_ = std::make_unique<PrefixCache>(budget - std::min(budget, e->snapshot_bytes_));
     log_info("prompt cache: " + std::to_string(e->cache_->budget() >> 20) + " MiB, blocks of " +
              std::to_string(PrefixCache::kBlock) + " positions");
   }
@@ -79,10 +80,21 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) try 
 Status Engine::size_kv_pool() {
   Model& m = pipe_->model();
   // Hybrid families' recurrent-state slots first (allocated now): the K/V pool gets what is left.
-  TF_TRY(m.set_state_slots(opts_.state_slots > 0 ? opts_.state_slots : std::max(1, opts_.parallel)));
+  // One per sequence in flight, and the prompt cache's snapshot slots (EngineOptions::snapshot_slots).
+  const int64_t running = opts_.state_slots > 0 ? opts_.state_slots : std::max(1, opts_.parallel);
+  int64_t snaps = 0;
+  if (const size_t slot = m.kv_pool_stats().state_slot_bytes; slot > 0 && opts_.cache_mb > 0) {
+    snaps = opts_.snapshot_slots >= 0
+                ? opts_.snapshot_slots
+                : std::min(EngineOptions::kMaxSnapshotSlots,
+                           static_cast<int64_t>(opts_.cache_mb * 1048576.0 / 2 / static_cast<double>(slot)));
+    if (opts_.snapshot_slots < 0) snapshot_bytes_ = static_cast<size_t>(snaps) * slot;
+  }
+  TF_TRY(m.set_state_slots(running + snaps));
   if (const Model::KvPoolStats st = m.kv_pool_stats(); st.state_slots > 0)
-    log_info("state pool: " + std::to_string(st.state_slots) +
-             " recurrent-state slots (one per sequence in flight)");
+    log_info("state pool: " + std::to_string(st.state_slots) + " recurrent-state slots of " +
+             std::to_string(st.state_slot_bytes >> 10) + " KiB (" + std::to_string(running) +
+             " for sequences in flight, " + std::to_string(snaps) + " more for prompt-cache snapshots)");
   const size_t block = m.kv_block_bytes();
   if (block == 0) return {};  // per-sequence caches
   const int64_t per_seq = (context_ + kKvBlock - 1) / kKvBlock;

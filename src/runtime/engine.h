@@ -53,12 +53,18 @@ struct EngineOptions {
   // `parallel` sequences of the full context need either way.
   double kv_cache_mb = 0;
   // Recurrent-state slots of hybrid families (Qwen3.5: conv window + delta-rule state per linear
-  // layer, one per live sequence). 0: `parallel`. Fewer than `parallel` makes sequences wait or be
+  // layer) for the live sequences. 0: `parallel`. Fewer than `parallel` makes sequences wait or be
   // preempted when the slots run out (tests).
   int64_t state_slots = 0;
   // Prompt cache (runtime/prefix_cache.h) budget in MiB (--cache-mb; tests use fractions): prompt
   // blocks and vision-encoder outputs, LRU-evicted. 0 turns it off.
   double cache_mb = 1024;
+  // More state-pool slots, for the prompt cache's snapshots of hybrid families' recurrent state
+  // (one per cached block; models/layers/state_pool.h). -1: as many as half of cache_mb pays for (at
+  // most kMaxSnapshotSlots), that half leaving the byte budget; n >= 0: n more, on top of cache_mb.
+  // Snapshots may take any free slot; a live sequence that finds none evicts cached blocks first.
+  int64_t snapshot_slots = -1;
+  static constexpr int64_t kMaxSnapshotSlots = 1024;
   // Draft decoding (runtime/drafts.h): kAuto = MTP drafts when the checkpoint has MTP layers, else
   // copy drafts; kOff for --no-drafts. Output never depends on it (only speed does).
   DraftOptions drafts;
@@ -158,6 +164,7 @@ class Engine final : public EngineApi {
   std::thread thread_;
   mutable EngineMetrics metrics_;
   std::unique_ptr<PrefixCache> cache_;  // null when --cache-mb 0; engine thread only
+  size_t snapshot_bytes_ = 0;           // of cache_mb, spent on state-pool snapshot slots
 };
 
 }  // namespace tf

@@ -239,7 +239,8 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
                 [&](const auto& s) { return std::find(done.begin(), done.end(), s.get()) != done.end(); });
   const Model::KvPoolStats ps = m.kv_pool_stats();
   metrics_.set_kv_blocks(ps.blocks, ps.free, cache_ ? static_cast<int64_t>(cache_->n_shared_blocks()) : 0);
-  metrics_.set_state_slots(ps.state_slots, ps.state_slots_free);
+  metrics_.set_state_slots(ps.state_slots, ps.state_slots_free,
+                           cache_ ? static_cast<int64_t>(cache_->n_state_slots()) : 0);
 }
 
 void Engine::reserve_blocks(std::vector<Work>& work, std::vector<std::unique_ptr<Sequence>>& active) {
@@ -319,7 +320,9 @@ void Engine::run_loop(std::vector<std::unique_ptr<Sequence>>& active,
         if (f.preempted && !active.empty()) {
           const Model::KvPoolStats ps = pipe_->model().kv_pool_stats();
           const int64_t spare = ps.free + (cache_ ? static_cast<int64_t>(cache_->n_shared_blocks()) : 0);
-          if (spare < blocks_to_start(f) || (ps.state_slots > 0 && ps.state_slots_free == 0)) break;
+          const int64_t spare_slots =
+              ps.state_slots_free + (cache_ ? static_cast<int64_t>(cache_->n_state_slots()) : 0);
+          if (spare < blocks_to_start(f) || (ps.state_slots > 0 && spare_slots == 0)) break;
         }
         incoming.push_back(std::move(queue_.front()));
         queue_.pop_front();

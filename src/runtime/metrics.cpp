@@ -117,9 +117,11 @@ std::string EngineMetrics::text() const {
     << "tensorfold_kv_blocks{state=\"prompt_cache\"} " << kv_cached_.load() << "\n";
   if (state_total_.load() > 0)
     o << "# HELP tensorfold_state_slots Recurrent-state slots (conv window and delta-rule state per "
-         "linear layer), one per live sequence.\n# TYPE tensorfold_state_slots gauge\n"
+         "linear layer): one per live sequence and one per prompt-cache snapshot.\n"
+         "# TYPE tensorfold_state_slots gauge\n"
       << "tensorfold_state_slots{state=\"total\"} " << state_total_.load() << "\n"
-      << "tensorfold_state_slots{state=\"free\"} " << state_free_.load() << "\n";
+      << "tensorfold_state_slots{state=\"free\"} " << state_free_.load() << "\n"
+      << "tensorfold_state_slots{state=\"prompt_cache\"} " << state_snapshots_.load() << "\n";
   o << "# HELP tensorfold_preemptions_total Sequences preempted when the K/V pool ran out (recomputed "
        "later).\n"
        "# TYPE tensorfold_preemptions_total counter\ntensorfold_preemptions_total "

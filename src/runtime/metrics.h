@@ -21,10 +21,12 @@ class EngineMetrics {
     kv_cached_ = cached;
   }
   void preempted() { ++preemptions_; }
-  // Recurrent-state slots (Qwen3.5's state pool): in all and free; not reported when total is 0.
-  void set_state_slots(int64_t total, int64_t free) {
+  // Recurrent-state slots (Qwen3.5's state pool): in all, free, and held by prompt-cache snapshots
+  // (the rest by live sequences); not reported when total is 0.
+  void set_state_slots(int64_t total, int64_t free, int64_t snapshots) {
     state_total_ = total;
     state_free_ = free;
+    state_snapshots_ = snapshots;
   }
   // Draft tokens proposed and accepted (emitted) by a finished request.
   void drafts(int64_t proposed, int64_t accepted);
@@ -57,7 +59,7 @@ class EngineMetrics {
   std::atomic<int64_t> queue_depth_{0}, active_{0};
   std::atomic<int64_t> failed_{0}, failed_requests_{0};
   std::atomic<int64_t> kv_total_{0}, kv_free_{0}, kv_cached_{0}, preemptions_{0};
-  std::atomic<int64_t> state_total_{0}, state_free_{0};
+  std::atomic<int64_t> state_total_{0}, state_free_{0}, state_snapshots_{0};
 };
 
 }  // namespace tf

@@ -87,12 +87,23 @@ bool PrefixCache::insert(const std::vector<std::string>& keys, size_t i, CacheBl
   bytes_ += need;
   ++n_blocks_;
   if (raw->block.shared) n_shared_ += raw->block.shared->ids.size();
+  if (raw->block.state) ++n_state_;
   return true;
 }
 
 bool PrefixCache::evict_lru_shared() {
   for (const auto& [tick, e] : lru_)
-    if (e.node && e.node->children.empty() && e.node->block.shared) {
+    if (e.node && e.node->children.empty() && (e.node->block.shared || e.node->block.state)) {
+      evict(Entry(e));
+      return true;
+    }
+  return false;
+}
+
+bool PrefixCache::evict_lru_state(const std::vector<std::string>& keys, size_t i) {
+  const Node* keep = i > 0 && i <= keys.size() ? find(keys, i) : nullptr;
+  for (const auto& [tick, e] : lru_)
+    if (e.node && e.node != keep && e.node->children.empty() && e.node->block.state) {
       evict(Entry(e));
       return true;
     }
@@ -155,6 +166,7 @@ void PrefixCache::evict(const Entry& e) {
   bytes_ -= n->block.nbytes();
   --n_blocks_;
   if (n->block.shared) n_shared_ -= n->block.shared->ids.size();
+  if (n->block.state) --n_state_;
   lru_.erase(n->tick);
   const std::string key = n->key;
   n->parent->children.erase(key);  // frees the node and its block

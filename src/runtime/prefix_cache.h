@@ -2,10 +2,14 @@
 // with every image-placeholder row also carrying its image's identity (SHA-256 of the decoded RGB
 // pixels + processor settings). Two different images never share a row, even at the same size;
 // the same pixels sent as PNG and as lossless WebP do. Each node holds its block's decoder state
-// (Model::snapshot); a new sequence copies the longest matching chain into its own cache
+// (Model::snapshot); a new sequence takes the longest matching chain into its own cache
 // (Model::restore) and computes only the rest. Vision-encoder outputs are cached by identity too.
 // LRU eviction keeps everything within one byte budget; only leaves (and images) are evicted, so
-// every cached block's prefix stays cached. Used by the engine thread only (not thread-safe).
+// every cached block's prefix stays cached. Blocks whose state lives in the model's pools are
+// outside that budget: K/V pool blocks (CacheBlock::shared) and, for hybrid families, one slot of
+// the recurrent-state pool per block (CacheBlock::state, models/layers/state_pool.h); the engine
+// evicts the least recently used such leaf when a running sequence needs the block or slot, or a new
+// snapshot needs a slot. Used by the engine thread only (not thread-safe).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -43,11 +47,18 @@ class PrefixCache {
   const DeviceBuffer* find_image(const std::string& identity);
   bool insert_image(const std::string& identity, DeviceBuffer embeds);
 
-  // Paged K/V: cached blocks hold pool blocks (CacheBlock::shared) outside the byte budget. When the
-  // pool runs dry the engine evicts the least recently used such leaf; false when none is left.
+  // Paged K/V and state slots: cached blocks hold pool blocks (CacheBlock::shared) and state-pool
+  // slots (CacheBlock::state) outside the byte budget. When a pool runs dry for a running sequence
+  // the engine evicts the least recently used such leaf; false when none is left.
   bool evict_lru_shared();
+  // For a state slot only: evicts the least recently used leaf holding one (CacheBlock::state),
+  // other than the last block of keys[0..i-1] (the parent of a block about to be inserted; i = 0:
+  // no exception). False when none is left.
+  bool evict_lru_state(const std::vector<std::string>& keys = {}, size_t i = 0);
   // Pool blocks the cached prompt blocks hold references to.
   size_t n_shared_blocks() const { return n_shared_; }
+  // State-pool slots the cached prompt blocks hold (one per block of a hybrid family).
+  size_t n_state_slots() const { return n_state_; }
 
   size_t bytes() const { return bytes_; }
   size_t budget() const { return budget_; }
@@ -78,7 +89,7 @@ class PrefixCache {
   bool make_room(size_t need, const Node* keep);
   void evict(const Entry& e);
 
-  size_t budget_ = 0, bytes_ = 0, n_blocks_ = 0, n_shared_ = 0;
+  size_t budget_ = 0, bytes_ = 0, n_blocks_ = 0, n_shared_ = 0, n_state_ = 0;
   int64_t n_evicted_ = 0;
   uint64_t clock_ = 0;
   Node root_;

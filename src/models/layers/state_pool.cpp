@@ -35,11 +35,12 @@ Tensor StatePool::state(size_t layer, int32_t slot) const {
   return s.slice_rows(slot, slot + 1).reshaped({s.dim(1), s.dim(2), s.dim(3)});
 }
 
-int32_t StatePool::alloc() {
+int32_t StatePool::alloc(bool zero) {
   if (free_.empty()) return -1;
   const int32_t s = free_.back();
   free_.pop_back();
   used_[static_cast<size_t>(s)] = 1;
+  if (!zero) return s;
   for (size_t l = 0; l < windows_.size(); ++l) {
     if (zero_window_.tensor().numel() > 0) b_.copy(zero_window_, window(l, s));
     b_.copy(zero_state_, state(l, s));
@@ -51,6 +52,14 @@ void StatePool::release(int32_t slot) {
   TF_CHECK(slot >= 0 && slot < n_slots() && used_[static_cast<size_t>(slot)]);
   used_[static_cast<size_t>(slot)] = 0;
   free_.push_back(slot);
+}
+
+void StatePool::copy_slot(int32_t src, int32_t dst) {
+  TF_CHECK(in_use(src) && in_use(dst) && src != dst);
+  for (size_t l = 0; l < windows_.size(); ++l) {
+    if (zero_window_.tensor().numel() > 0) b_.copy(window(l, src), window(l, dst));  // K = 1: no window
+    b_.copy(state(l, src), state(l, dst));
+  }
 }
 
 bool StateSlot::acquire() {

@@ -1,9 +1,10 @@
 // Prompt-cache blocks for the hybrid decoder: the pool blocks holding the K/V rows of the
 // full-attention layers, shared, not copied (forward_step copies a shared block before it writes
-// into it), and for the Gated DeltaNet layers copies of the conv window and delta-rule state at the
-// block's end. Those states are
-// taken at multiples of 64 counted from position 0, where a chunked prefill's chunk boundaries
-// fall anyway, so a sequence resumed from them continues exactly as the single pass would.
+// into it), and for the Gated DeltaNet layers a slot of the state pool (models/layers/state_pool.h)
+// holding a copy of every layer's conv window and delta-rule state at the block's end. Those states
+// are taken at multiples of 64 counted from position 0, where a chunked prefill's chunk boundaries
+// fall anyway, so a sequence resumed from them (a copy of the snapshot slot into its own slot)
+// continues exactly as the single pass would.
 #include "models/qwen3_5/model.h"
 
 namespace tf::qwen3_5 {
@@ -47,28 +48,31 @@ Expected<CacheBlock> Qwen35Model::snapshot(SequenceCache& seq_cache, int64_t beg
     if (s.pos == end) kept = &s;
   if (!kept && end != c->n_past())
     return make_error("snapshot: no recurrent state was kept at position " + std::to_string(end));
-  Backend& b = backend_;
+  // The snapshot's slot: taken from the free ones (running sequences hold theirs already), filled
+  // at once. Its old contents are overwritten in every layer, so it is not zeroed first.
+  const int32_t slot = states_->alloc(/*zero=*/false);
+  if (slot < 0) return make_error("snapshot: the state pool has no free slot");
   CacheBlock blk;
   blk.begin = begin;
   blk.end = end;
+  blk.state = std::make_unique<SnapshotSlot>(states_, slot);
   const auto& all = c->table.blocks();
   std::vector<int32_t> ids(all.begin() + begin / kKvBlock, all.begin() + (end + kKvBlock - 1) / kKvBlock);
   blk.shared = std::make_unique<PoolBlockRefs>(pool_, std::move(ids));
-  for (size_t l = 0; l < c->conv.size(); ++l) {
-    if (c->conv[l].empty()) continue;  // full attention: in the shared blocks
-    if (kept) {
-      // The kept copies become the block's own: no second copy.
-      blk.tensors.push_back(std::move(kept->conv[l]));
-      blk.tensors.push_back(std::move(kept->state[l]));
-    } else {
-      for (const DeviceBuffer* src : {&c->conv[l], &c->state[l]}) {
-        DeviceBuffer d = b.alloc(src->tensor().dtype, src->tensor().shape);
-        b.copy(*src, d);
-        blk.tensors.push_back(std::move(d));
-      }
+  if (kept) {
+    Backend& b = backend_;
+    for (size_t l = 0; l < c->conv.size(); ++l) {
+      if (c->conv[l].empty()) continue;  // full attention: in the shared blocks
+      const size_t pl = static_cast<size_t>(c->state_layer[l]);
+      if (states_->window(pl, slot).numel() > 0) b.copy(kept->conv[l], states_->window(pl, slot));
+      b.copy(kept->state[l], states_->state(pl, slot));
     }
+    kept->pos = -1;  // taken: its scratch goes now
+    kept->conv.clear();
+    kept->state.clear();
+  } else {
+    states_->copy_slot(c->slot.id(), slot);  // the current state: end is the cache's length
   }
-  if (kept) kept->pos = -1;  // taken
   return blk;
 }
 
@@ -82,9 +86,6 @@ Status Qwen35Model::restore(SequenceCache& seq_cache, const std::vector<const Ca
   // The MTP layers' own K/V are not part of a block: MTP drafts over a resumed prefix read stale
   // K/V there, which makes them worse proposals, never different output (drafts are verified).
   if (blocks.empty()) return {};
-  std::vector<size_t> linear;  // the layers whose states a block holds, in order
-  for (size_t l = 0; l < c->conv.size(); ++l)
-    if (!c->conv[l].empty()) linear.push_back(l);
   int64_t pos = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const CacheBlock* blk = blocks[i];
@@ -93,26 +94,18 @@ Status Qwen35Model::restore(SequenceCache& seq_cache, const std::vector<const Ca
         (!last && blk->end % kKvBlock != 0))
       return make_error("restore: blocks must chain from position 0 and fit the cache");
     const auto* refs = dynamic_cast<const PoolBlockRefs*>(blk->shared.get());
-    bool ok = refs && refs->pool() == pool_.get() &&
-              static_cast<int64_t>(refs->ids.size()) == (blk->end - blk->begin + kKvBlock - 1) / kKvBlock &&
-              blk->tensors.size() == 2 * linear.size();
-    for (size_t j = 0; ok && j < linear.size(); ++j) {
-      const Tensor &a = blk->tensors[2 * j], &s = blk->tensors[2 * j + 1];
-      const Tensor &ref_a = c->conv[linear[j]].tensor(), &ref_s = c->state[linear[j]].tensor();
-      ok = a.dtype == ref_a.dtype && a.shape == ref_a.shape && s.dtype == ref_s.dtype &&
-           s.shape == ref_s.shape;
-    }
+    const auto* snap = dynamic_cast<const SnapshotSlot*>(blk->state.get());
+    const bool ok =
+        refs && refs->pool() == pool_.get() &&
+        static_cast<int64_t>(refs->ids.size()) == (blk->end - blk->begin + kKvBlock - 1) / kKvBlock && snap &&
+        snap->pool() == states_.get() && states_->in_use(snap->slot) && blk->tensors.empty();
     if (!ok) return make_error("restore: a block was not made by this model");
     pos = blk->end;
   }
   for (const CacheBlock* blk : blocks)
     for (int32_t id : blk->shared->ids) c->table.append_shared(id);
-  Backend& b = backend_;
   const CacheBlock& last = *blocks.back();
-  for (size_t j = 0; j < linear.size(); ++j) {
-    b.copy(last.tensors[2 * j], c->conv[linear[j]]);
-    b.copy(last.tensors[2 * j + 1], c->state[linear[j]]);
-  }
+  states_->copy_slot(last.state->slot, c->slot.id());  // a copy: the sequence's slot changes as it runs
   c->n_past_ = last.end;
   return {};
 }

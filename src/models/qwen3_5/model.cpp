@@ -90,6 +90,15 @@ void Qwen35Model::make_state_pool(int64_t n_slots) {
                                         t.linear_key_head_dim, t.linear_value_head_dim, n_slots);
 }
 
+size_t Qwen35Model::state_slot_bytes() const {
+  const TextConfig& t = cfg_.text;
+  const int64_t conv_dim =
+      2 * t.linear_num_key_heads * t.linear_key_head_dim + t.linear_num_value_heads * t.linear_value_head_dim;
+  return StatePool::slot_bytes(info_.dtype, t.num_hidden_layers - n_attn_layers_, conv_dim,
+                               t.linear_conv_kernel_dim, t.linear_num_value_heads, t.linear_key_head_dim,
+                               t.linear_value_head_dim);
+}
+
 Status Qwen35Model::set_state_slots(int64_t n_slots) {
   if (states_) return make_error("the state pool is sized before the first sequence");
   if (n_slots < 1) return make_error("the state pool needs at least one slot");
@@ -117,6 +126,7 @@ Model::KvPoolStats Qwen35Model::kv_pool_stats() const {
   const int64_t slots = state_slots_ > 0 ? state_slots_ : 64;
   s.state_slots = states_ ? states_->n_slots() : slots;
   s.state_slots_free = states_ ? states_->n_free() : slots;
+  s.state_slot_bytes = state_slot_bytes();
   return s;
 }
 

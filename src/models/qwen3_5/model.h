@@ -50,7 +50,8 @@ class Qwen35Cache final : public SequenceCache {
   BlockTable table;
   std::vector<int32_t> kv_layer;
   // Linear layers: a slot of the model's state pool (the same index in every layer), taken when the
-  // cache is made or, when the pool was exhausted then, when positions are reserved. Layer l's are
+  // cache is made or, when the pool was exhausted then, when positions are reserved. Prompt-cache
+  // snapshots of it are other slots of the same pool (snapshot(), CacheBlock::state). Layer l's are
   // pool layer state_layer[l] (-1 for a full-attention layer).
   StateSlot slot;
   std::vector<int32_t> state_layer;
@@ -67,7 +68,8 @@ class Qwen35Cache final : public SequenceCache {
     DeviceBuffer hidden;              // [n_max, hidden] act: final-norm output of each row (MTP input)
   } kept;
   // Prompt cache (ForwardBatch::keep_block_states): for each multiple of 64 reached inside the last
-  // forward, the conv window and delta-rule state of every linear layer there, for snapshot().
+  // forward, the conv window and delta-rule state of every linear layer there, for snapshot() to copy
+  // into a snapshot slot (step scratch: dropped by the next forward or when snapshot() takes it).
   struct BlockState {
     int64_t pos = 0;
     std::vector<DeviceBuffer> conv, state;  // per layer (linear only), shapes as above
@@ -149,8 +151,9 @@ class Qwen35Model final : public Model {
   std::unique_ptr<SequenceCache> new_cache(int64_t capacity) override;
   // The paged K/V pool of the full-attention layers (model.cpp), as LightOnOCR's.
   Status set_kv_pool_blocks(int64_t n_blocks) override;
-  // The state pool (models/layers/state_pool.h): one slot per live sequence, allocated here. Without
-  // it the first new_cache makes 64 slots (as the K/V pool's default holds 64 sequences).
+  // The state pool (models/layers/state_pool.h): a slot per live sequence and per prompt-cache
+  // snapshot, allocated here. Without it the first new_cache makes 64 slots (as the K/V pool's
+  // default holds 64 sequences).
   Status set_state_slots(int64_t n_slots) override;
   size_t kv_block_bytes() const override;
   KvPoolStats kv_pool_stats() const override;
@@ -174,9 +177,10 @@ class Qwen35Model final : public Model {
   int64_t n_mtp_layers() const override;
   Status enable_mtp(SequenceCache& cache) override;
   // cache_blocks.cpp: the pool blocks holding the full-attention K/V of rows [begin, end) (begin a
-  // multiple of kKvBlock), shared (CacheBlock::shared); per linear layer, copies of the conv window
-  // and delta-rule state at `end` (CacheBlock::tensors). restore appends the shared blocks to a fresh
-  // cache's table (copy-on-write when it later writes into one) and copies the last block's states.
+  // multiple of kKvBlock), shared (CacheBlock::shared); a free slot of the state pool holding a copy
+  // of every linear layer's conv window and delta-rule state at `end` (CacheBlock::state; error when
+  // no slot is free). restore appends the shared blocks to a fresh cache's table (copy-on-write when
+  // it later writes into one) and copies the last block's snapshot slot into the cache's own slot.
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
 
@@ -185,6 +189,8 @@ class Qwen35Model final : public Model {
  private:
   // model.cpp: allocates the state pool (set_state_slots, or the first new_cache)
   void make_state_pool(int64_t n_slots);
+  // model.cpp: one slot of it over every linear layer (window and state)
+  size_t state_slot_bytes() const;
   // model.cpp: takes a state slot for the cache when it holds none and points its conv/state views
   // at it. False when the pool is exhausted.
   bool ensure_slot(Qwen35Cache& c);

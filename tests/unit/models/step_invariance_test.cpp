@@ -19,6 +19,7 @@
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/layers/kv_pool.h"
+#include "models/layers/state_pool.h"
 #include "models/registry.h"
 #include "planted_linear_backend.h"
 
@@ -296,6 +297,13 @@ std::vector<std::vector<uint8_t>> snapshot_bytes(Model& m, SequenceCache& c, int
     out.emplace_back(t.tensor().nbytes());
     m.backend().download(t, out.back().data());
   }
+  // The recurrent state's snapshot slot of the state pool: window and state, every layer.
+  if (const auto* snap = dynamic_cast<const SnapshotSlot*>(blk->state.get()))
+    for (size_t l = 0; l < snap->pool()->n_layers(); ++l)
+      for (const Tensor& t : {snap->pool()->window(l, snap->slot), snap->pool()->state(l, snap->slot)}) {
+        out.emplace_back(t.nbytes());
+        if (t.nbytes() > 0) m.backend().download(t, out.back().data());
+      }
   // Pool blocks shared by the snapshot: their whole rows, every layer.
   if (const auto* refs = dynamic_cast<const PoolBlockRefs*>(blk->shared.get()))
     for (size_t l = 0; l < refs->pool()->n_layers(); ++l)

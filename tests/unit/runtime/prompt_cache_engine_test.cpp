@@ -290,24 +290,12 @@ TEST_P(PromptCacheEngine, ImageIdentityDecidesSharingNotContainerOrSize) {
   EXPECT_EQ(c.logprobs, c_ref.logprobs);
 }
 
-// Bytes of one K/V pool block (kKvBlock positions, every layer's k and v) of a golden checkpoint,
-// 0 for the hybrid family (its cache is not paged).
-double kv_block_mb(const std::string& ckpt) {
-  std::ifstream f(kGolden + "/ckpt/" + ckpt + "/config.json");
-  const auto c = nlohmann::json::parse(f);
-  if (c["model_type"] == "qwen3_5") return 0;
-  const auto& t = c["text_config"];
-  const double bytes = 2.0 * t["num_hidden_layers"].get<double>() * 64 *
-                       t["num_key_value_heads"].get<double>() * t["head_dim"].get<double>() *
-                       (ckpt.find("fp32") != std::string::npos ? 4 : 2);
-  return bytes / 1048576.0;
-}
-
 TEST_P(PromptCacheEngine, TinyBudgetEvictsAndChangesNothing) {
-  // About one block of budget: nearly every insert evicts something. With a paged K/V pool the
-  // prompt rows live in the pool, outside that budget (kv_pool_engine_test.cpp evicts them under
-  // pool pressure); the budget then holds the vision outputs only, and nothing is evicted here.
-  const bool paged = kv_block_mb(GetParam()) > 0;
+  // A budget smaller than one image's vision output. The prompt blocks of both families live in the
+  // model's pools, outside that budget: K/V rows in the paged pool (kv_pool_engine_test.cpp evicts
+  // them under pool pressure) and Qwen3.5's recurrent states in state-pool slots
+  // (state_slots_engine_test.cpp, snapshot_slots_test.cpp). Whatever is kept or dropped, the
+  // outputs are those of an engine without a cache.
   auto cached = make_engine(GetParam(), 0.06), fresh = make_engine(GetParam(), 0);
   ASSERT_TRUE(cached && fresh);
   const auto page = read_bytes(kGolden + "/images/page_1583x2048.png");
@@ -321,9 +309,6 @@ TEST_P(PromptCacheEngine, TinyBudgetEvictsAndChangesNothing) {
     ASSERT_TRUE(o.error.empty()) << o.error;
     EXPECT_EQ(o.ids, ref.ids) << "question " << i;
     EXPECT_EQ(o.logprobs, ref.logprobs) << "question " << i;
-  }
-  if (!paged) {
-    EXPECT_GT(metric(*cached, "tensorfold_prompt_cache_evictions_total"), 0);
   }
   EXPECT_LE(metric(*cached, "tensorfold_prompt_cache_bytes"), static_cast<int64_t>(0.06 * 1048576));
 }
