@@ -1,5 +1,6 @@
 // Random logit rows and sampling parameters for the sample op's tests: the CPU op against the host
-// sampler (runtime/sample_op_test.cpp) and the CUDA op against the CPU op (cuda_contract_sample_test.cpp).
+// sampler (tests/unit/runtime/sample_op_test.cpp) and the CUDA op against the CPU op
+// (cuda_contract_sample_test.cpp).
 #pragma once
 #include <algorithm>
 #include <cmath>
