@@ -139,12 +139,16 @@ inline void expect_together_as_alone(Engine& solo, Engine& tight,
   }
 }
 
-// Test names for the checkpoints' directory names ("lighton_ocr-tiny-bf16" -> "lighton_ocr_tiny_bf16").
-inline std::string ckpt_param_name(const ::testing::TestParamInfo<std::string>& i) {
-  std::string s = i.param;
+// A gtest name: every character but letters and digits becomes '_'.
+inline std::string test_name(std::string s) {
   for (char& ch : s)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return s;
+}
+
+// Test names for the checkpoints' directory names ("lighton_ocr-tiny-bf16" -> "lighton_ocr_tiny_bf16").
+inline std::string ckpt_param_name(const ::testing::TestParamInfo<std::string>& i) {
+  return test_name(i.param);
 }
 
 }  // namespace tf::enginetest
