@@ -82,6 +82,17 @@ inline Outcome drain(RequestChannel& ch) {
   }
 }
 
+// Greedy when sampled.seed is 0 (only the temperature given), else `sampled` with every field given.
+inline void set_sampling(GenerationRequest& r, const SamplingParams& sampled) {
+  if (sampled.seed == 0) {
+    r.sampling.temperature = 0.0f;
+    r.sampling_given.temperature = true;
+  } else {
+    r.sampling = sampled;
+    r.sampling_given = {true, true, true, true};
+  }
+}
+
 // A token-id prompt of n ids (seeded), max_tokens out, with logprobs; greedy (seed 0) or seeded sampling.
 inline GenerationRequest token_request(const std::string& id, int64_t n, int64_t max_tokens,
                                        uint32_t prompt_seed, uint64_t seed, bool drafts) {
@@ -95,13 +106,7 @@ inline GenerationRequest token_request(const std::string& id, int64_t n, int64_t
   r.ignore_eos = true;
   r.logprobs = true;
   r.use_drafts = drafts;
-  if (seed == 0) {
-    r.sampling.temperature = 0.0f;
-    r.sampling_given.temperature = true;
-  } else {
-    r.sampling = SamplingParams{0.9f, 0.95f, 40, seed};
-    r.sampling_given = {true, true, true, true};
-  }
+  set_sampling(r, SamplingParams{0.9f, 0.95f, 40, seed});
   return r;
 }
 

@@ -46,13 +46,7 @@ GenerationRequest request(const std::vector<Part>& parts, uint64_t seed) {
   r.ignore_eos = true;
   r.logprobs = true;
   r.top_logprobs = 5;
-  if (seed == 0) {
-    r.sampling.temperature = 0.0f;
-    r.sampling_given.temperature = true;
-  } else {
-    r.sampling = SamplingParams{0.8f, 0.95f, 20, seed};
-    r.sampling_given = {true, true, true, true};
-  }
+  set_sampling(r, SamplingParams{0.8f, 0.95f, 20, seed});
   return r;
 }
 
