@@ -2,63 +2,27 @@
 // (chunked entry over a prompt in one call, and in 64-token calls as prefill runs where the prompt
 // cache keeps block states; the recurrent entry for one decode token) and the causal conv1d, bf16
 // activations. Only the public Backend API is used, so this file builds unchanged against an older
-// tree (copy it there, add the two CMake lines) and old and new kernels can be timed in one device call.
+// tree (copy it and gdn_bench_util.h there, add the two CMake lines) and old and new kernels can be
+// timed in one device call.
 //   gdn_bench [--backend cuda|cpu] [--tokens N] [--reps R]      (defaults: cuda, 1800, 20)
 // Each figure: the median over R calls of (launch + synchronize), after one warm-up call; the bound
 // beside it is the call's bytes (q, k, v, g, beta, out read/written once, the f32 state read and written
 // once) at the H200's measured 4.3 TB/s. A page of the 0.8B has 18 such layers, of the 4B 24.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <vector>
 
-#include "backend/ops.h"
+#include "gdn_bench_util.h"
 
 namespace {
 
 using tf::Backend;
 using tf::DeviceBuffer;
 using tf::DType;
-
-constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
-
-struct Shape {
-  const char* name;
-  int64_t hk, hv, dk, dv, layers;  // layers: linear-attention layers per forward
-};
-constexpr Shape kShapes[] = {{"qwen3.5-0.8b", 16, 16, 128, 128, 18}, {"qwen3.5-4b", 16, 32, 128, 128, 24}};
-
-// Deterministic values in [-1, 1) (bf16 or f32 by the buffer's dtype); g, beta in their ranges.
-void fill(Backend& be, const DeviceBuffer& d, uint32_t seed, float lo, float hi) {
-  const tf::Tensor& t = d.tensor();
-  tf::Buffer h(t.dtype, t.shape);
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    s = s * 1664525u + 1013904223u;
-    tf::store_f32(h.view(), i, lo + (hi - lo) * static_cast<float>(s >> 8) / 16777216.0f);
-  }
-  be.upload(t, h.data());
-}
-
-// Median milliseconds of run() + synchronize over reps calls, after one warm-up.
-double time_ms(Backend& be, int reps, const std::function<void()>& run) {
-  run();
-  be.synchronize();
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    be.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using namespace tf::gdnbench;
 
 void row(const char* what, int64_t n, double ms, double bytes, int64_t layers) {
   const double us = ms * 1e3, bound_us = bytes / kHbm * 1e6;
@@ -98,15 +62,9 @@ int main(int argc, char** argv) {
     std::printf("%s: %lld key heads, %lld value heads, dk %lld, dv %lld\n", s.name,
                 static_cast<long long>(s.hk), static_cast<long long>(s.hv), static_cast<long long>(s.dk),
                 static_cast<long long>(s.dv));
-    DeviceBuffer q = be.alloc(act, {n, s.hk, s.dk}), k = be.alloc(act, {n, s.hk, s.dk}),
-                 v = be.alloc(act, {n, s.hv, s.dv}), g = be.alloc(DType::F32, {n, s.hv}),
-                 beta = be.alloc(act, {n, s.hv}), out = be.alloc(act, {n, s.hv, s.dv}),
-                 state = be.alloc(DType::F32, {s.hv, s.dk, s.dv});
-    fill(be, q, 1, -1, 1);
-    fill(be, k, 2, -1, 1);
-    fill(be, v, 3, -1, 1);
-    fill(be, g, 4, -0.5f, -0.001f);
-    fill(be, beta, 5, 0, 1);
+    const DeltaRuleIo io = delta_rule_io(be, act, s, n);
+    const DeviceBuffer &q = io.q, &k = io.k, &v = io.v, &g = io.g, &beta = io.beta, &out = io.out;
+    DeviceBuffer state = be.alloc(DType::F32, {s.hv, s.dk, s.dv});
     const double state_bytes = 2.0 * 4 * static_cast<double>(s.hv * s.dk * s.dv);
     auto io_bytes = [&](int64_t rows) {
       return static_cast<double>(rows) * (2.0 * s.hk * s.dk * 2 + 2.0 * s.hv * s.dv * 2 + s.hv * (4 + 2));

@@ -7,16 +7,14 @@
 // the bound beside it is the step's state bytes (each sequence's f32 state read and written once) at
 // the H200's measured 4.3 TB/s. A step of the 0.8B runs 18 such layers, of the 4B 24.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "backend/ops.h"
+#include "gdn_bench_util.h"
 
 namespace {
 
@@ -24,39 +22,7 @@ using tf::Backend;
 using tf::DeviceBuffer;
 using tf::DType;
 using tf::Tensor;
-
-constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
-
-struct Shape {
-  const char* name;
-  int64_t hk, hv, dk, dv, layers;
-};
-constexpr Shape kShapes[] = {{"qwen3.5-0.8b", 16, 16, 128, 128, 18}, {"qwen3.5-4b", 16, 32, 128, 128, 24}};
-
-void fill(Backend& be, const DeviceBuffer& d, uint32_t seed, float lo, float hi) {
-  const Tensor& t = d.tensor();
-  tf::Buffer h(t.dtype, t.shape);
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    s = s * 1664525u + 1013904223u;
-    tf::store_f32(h.view(), i, lo + (hi - lo) * static_cast<float>(s >> 8) / 16777216.0f);
-  }
-  be.upload(t, h.data());
-}
-
-double time_ms(Backend& be, int reps, const std::function<void()>& run) {
-  run();
-  be.synchronize();
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    be.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using namespace tf::gdnbench;
 
 Tensor slot(const DeviceBuffer& pool, int64_t i) {
   const Tensor& p = pool.tensor();
@@ -98,17 +64,11 @@ int main(int argc, char** argv) {
       for (int64_t B : {1, 8, 32, 64, 128}) {
         if (backend == "cpu" && B > 32) continue;
         const int64_t n = B * per;
-        DeviceBuffer q = be.alloc(act, {n, s.hk, s.dk}), k = be.alloc(act, {n, s.hk, s.dk}),
-                     v = be.alloc(act, {n, s.hv, s.dv}), g = be.alloc(DType::F32, {n, s.hv}),
-                     beta = be.alloc(act, {n, s.hv}), out = be.alloc(act, {n, s.hv, s.dv});
+        const DeltaRuleIo io = delta_rule_io(be, act, s, n);
+        const DeviceBuffer &q = io.q, &k = io.k, &v = io.v, &g = io.g, &beta = io.beta, &out = io.out;
         DeviceBuffer x = be.alloc(act, {n, C}), w = be.alloc(act, {C, 4}), y = be.alloc(act, {n, C});
         DeviceBuffer win = be.alloc(act, {B, C, 3}), st = be.alloc(DType::F32, {B, s.hv, s.dk, s.dv});
         DeviceBuffer kwin = be.alloc(act, {n, C, 3}), kst = be.alloc(DType::F32, {n, s.hv, s.dk, s.dv});
-        fill(be, q, 1, -1, 1);
-        fill(be, k, 2, -1, 1);
-        fill(be, v, 3, -1, 1);
-        fill(be, g, 4, -0.5f, -0.001f);
-        fill(be, beta, 5, 0, 1);
         fill(be, x, 6, -1, 1);
         fill(be, w, 7, -1, 1);
         std::vector<int32_t> rows;

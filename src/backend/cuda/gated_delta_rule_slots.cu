@@ -39,36 +39,29 @@ __device__ Seg read_seg(const int32_t* segs, int64_t s, float* keep, int64_t hea
   return g;
 }
 
-// grid (hv, n_seg); scratch per (segment, head): qs, ks [dk].
-template <class T>
-__global__ void recurrent_slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g,
-                                       const T* beta, float* states, const int32_t* segs, T* out, float* keep,
-                                       float* scratch, float div) {
+// grid (hv, n_seg); scratch per (segment, head): chunked_scratch(dk, dv) when kChunked, else qs, ks
+// [dk]. scale: the chunked rule's query multiplier, or the recurrent rule's query divisor.
+template <class T, bool kChunked>
+__global__ void slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
+                             float* states, const int32_t* segs, T* out, float* keep, float* scratch,
+                             float scale) {
   const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
   const Seg sg = read_seg(segs, s, keep, hs);
   if (sg.n <= 0) return;
   Dims ds = d;
   ds.n = sg.n;
-  float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
-  gdr::recurrent_head(ds, h, q + sg.r0 * d.hk * d.dk, k + sg.r0 * d.hk * d.dk, v + sg.r0 * d.hv * d.dv,
-                      g + sg.r0 * d.hv, beta + sg.r0 * d.hv, states + sg.slot * hs + h * d.dk * d.dv,
-                      out + sg.r0 * d.hv * d.dv, qs, qs + d.dk, div, sg.kp);
-}
-
-// grid (hv, n_seg); scratch per (segment, head): chunked_scratch(dk, dv).
-template <class T>
-__global__ void chunked_slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g,
-                                     const T* beta, float* states, const int32_t* segs, T* out, float* keep,
-                                     float* scratch, float mul) {
-  const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
-  const Seg sg = read_seg(segs, s, keep, hs);
-  if (sg.n <= 0) return;
-  Dims ds = d;
-  ds.n = sg.n;
-  gdr::chunked_head(ds, h, q + sg.r0 * d.hk * d.dk, k + sg.r0 * d.hk * d.dk, v + sg.r0 * d.hv * d.dv,
-                    g + sg.r0 * d.hv, beta + sg.r0 * d.hv, states + sg.slot * hs + h * d.dk * d.dv,
-                    out + sg.r0 * d.hv * d.dv, scratch + (s * d.hv + h) * gdr::chunked_scratch(d.dk, d.dv),
-                    mul, sg.kp);
+  const T *qr = q + sg.r0 * d.hk * d.dk, *kr = k + sg.r0 * d.hk * d.dk, *vr = v + sg.r0 * d.hv * d.dv;
+  const float* gr = g + sg.r0 * d.hv;
+  const T* br = beta + sg.r0 * d.hv;
+  float* S = states + sg.slot * hs + h * d.dk * d.dv;
+  T* o = out + sg.r0 * d.hv * d.dv;
+  if constexpr (kChunked) {
+    gdr::chunked_head(ds, h, qr, kr, vr, gr, br, S, o,
+                      scratch + (s * d.hv + h) * gdr::chunked_scratch(d.dk, d.dv), scale, sg.kp);
+  } else {
+    float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
+    gdr::recurrent_head(ds, h, qr, kr, vr, gr, br, S, o, qs, qs + d.dk, scale, sg.kp);
+  }
 }
 
 Tensor slot_of(const Tensor& pool, int64_t i) {
@@ -128,14 +121,10 @@ void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor
   const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg));
   float* kp = keep ? ptr<float>(*keep) : nullptr;
   TF_DISPATCH_ACT(q.dtype, T, {
-    if (chunked)
-      chunked_slots_kernel<T><<<grid, gdr::kThreads, 0, s>>>(
-          d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-          ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, mul);
-    else
-      recurrent_slots_kernel<T><<<grid, gdr::kThreads, 0, s>>>(
-          d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-          ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, div);
+    auto* kernel = chunked ? slots_kernel<T, true> : slots_kernel<T, false>;
+    kernel<<<grid, gdr::kThreads, 0, s>>>(
+        d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
+        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, chunked ? mul : div);
     TF_CUDA_LAUNCHED();
   });
   TF_CUDA_CHECK(cudaFreeAsync(scratch, s));

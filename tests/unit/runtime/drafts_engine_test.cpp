@@ -3,11 +3,9 @@
 // including inside runs of accepted drafts; usage and /metrics report proposed / accepted.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <vector>
 
-#include "runtime/engine.h"
-#include "test_pipeline.h"
+#include "engine_test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TF_TEST_SANITIZED 1
@@ -24,6 +22,9 @@ constexpr bool kSanitized = false;
 
 namespace tf {
 namespace {
+
+using enginetest::read_bytes;
+using enginetest::test_name;
 
 const std::string kRoot = std::string(TF_SOURCE_DIR);
 
@@ -67,11 +68,6 @@ Outcome drain(RequestChannel& ch) {
       return o;
     }
   }
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 struct Case {
@@ -173,19 +169,14 @@ TEST_P(DraftsEngine, DraftedEqualsPlainWhereverItIsCut) {
   EXPECT_NE(none.find("tensorfold_draft_tokens_proposed_total 0\n"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, DraftsEngine,
-                         ::testing::Values(Case{"tests/golden/ckpt/lighton_ocr-tiny-bf16",
-                                                "tests/golden/images/page_1583x2048.png"},
-                                           Case{"tests/golden/ckpt/qwen3_5-tiny-bf16",
-                                                "tests/golden/images/page_1583x2048.png"},
-                                           Case{"models/demo-lighton", "examples/line2.png", true},
-                                           Case{"models/demo-qwen35", "examples/line2.png", true}),
-                         [](const auto& info) {
-                           std::string n = info.param.ckpt.substr(info.param.ckpt.rfind('/') + 1);
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, DraftsEngine,
+    ::testing::Values(Case{"tests/golden/ckpt/lighton_ocr-tiny-bf16",
+                           "tests/golden/images/page_1583x2048.png"},
+                      Case{"tests/golden/ckpt/qwen3_5-tiny-bf16", "tests/golden/images/page_1583x2048.png"},
+                      Case{"models/demo-lighton", "examples/line2.png", true},
+                      Case{"models/demo-qwen35", "examples/line2.png", true}),
+    [](const auto& info) { return test_name(info.param.ckpt.substr(info.param.ckpt.rfind('/') + 1)); });
 
 }  // namespace
 }  // namespace tf

@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
+#include "engine_test_util.h"
 #include "runtime/pipeline.h"
 
 namespace tf {
 namespace {
+
+using enginetest::read_bytes;
+using enginetest::test_name;
 
 const std::string kRoot = std::string(TF_SOURCE_DIR);
 
@@ -89,11 +91,6 @@ TEST(DraftMode, ParsesAndResolves) {
   auto bad = parse_draft_mode("fast");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message, "--drafts takes auto, copy, mtp or off, not 'fast'");
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 struct GenCase {
@@ -194,12 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
         GenCase{"tests/golden/ckpt/qwen3_5-tiny-fp32", "tests/golden/images/page_1540x1190.png", "Read it"},
         GenCase{"models/demo-lighton", "examples/line1.png", "Transcribe", true},
         GenCase{"models/demo-qwen35", "examples/line3.png", "Transcribe", true}),
-    [](const auto& info) {
-      std::string n = info.param.ckpt.substr(info.param.ckpt.rfind('/') + 1);
-      for (char& ch : n)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+    [](const auto& info) { return test_name(info.param.ckpt.substr(info.param.ckpt.rfind('/') + 1)); });
 
 }  // namespace
 }  // namespace tf

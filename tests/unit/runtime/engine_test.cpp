@@ -3,17 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <thread>
 
-#include "runtime/engine.h"
-#include "test_pipeline.h"
+#include "engine_test_util.h"
 
 using namespace tf;
+using tf::enginetest::ckpt_param_name;
+using tf::enginetest::kGolden;
+using tf::enginetest::read_bytes;
 
 namespace {
-
-const std::string kGolden = std::string(TF_SOURCE_DIR) + "/tests/golden";
 
 struct Outcome {
   std::vector<int32_t> ids;
@@ -43,11 +42,6 @@ Outcome drain(RequestChannel& ch, int timeout_ms = 60000) {
       return o;
     }
   }
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 GenerationRequest image_request(const std::string& image_file, int64_t max_tokens) {
@@ -240,12 +234,6 @@ TEST_P(EngineFamilies, EightConcurrentEqualSolo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, EngineFamilies,
-                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           for (char& ch : s)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"), ckpt_param_name);
 
 }  // namespace

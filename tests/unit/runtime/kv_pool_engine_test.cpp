@@ -4,14 +4,10 @@
 // and after many requests every block is free again.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <thread>
 
-#include "runtime/engine.h"
-#include "test_pipeline.h"
+#include "engine_test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TF_KV_TEST_SANITIZED 1
@@ -24,38 +20,7 @@
 namespace tf {
 namespace {
 
-// Both families with a paged pool: LightOnOCR (every layer attends) and Qwen3.5 (its full-attention
-// layers only; a preempted Qwen3.5 sequence replays its output as decode rows, the recurrent rule).
-std::string ckpt(const std::string& name) {
-  return std::string(TF_SOURCE_DIR) + "/tests/golden/ckpt/" + name;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;
-  std::string error, reason;
-};
-
-Outcome drain(RequestChannel& ch) {
-  Outcome o;
-  for (;;) {
-    auto e = ch.pop(120000);
-    if (!e) {
-      o.error = "timeout";
-      return o;
-    }
-    if (e->kind == EngineEvent::Kind::Token && e->token >= 0) {
-      o.ids.push_back(e->token);
-      if (e->logprob) o.logprobs.push_back(e->logprob->logprob);
-    } else if (e->kind == EngineEvent::Kind::Finished) {
-      o.reason = e->finish_reason;
-      return o;
-    } else if (e->kind == EngineEvent::Kind::Error) {
-      o.error = e->message;
-      return o;
-    }
-  }
-}
+using namespace tf::enginetest;
 
 // Bytes of one pool block of a tiny checkpoint: k and v of 64 positions, bf16, in every layer that
 // attends (layer_types' full_attention entries where the config lists them: Qwen3.5's hybrid stack).
@@ -72,78 +37,30 @@ double block_mb(const std::string& name) {
          1048576.0;
 }
 
+// Both families with a paged pool: LightOnOCR (every layer attends) and Qwen3.5 (its full-attention
+// layers only; a preempted Qwen3.5 sequence replays its output as decode rows, the recurrent rule).
 class KvPoolEngine : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Engine> make_engine(double kv_blocks, int parallel, double cache_mb = 0) {
-    EngineOptions o;
-    o.backend = test_backend_name();
-    o.checkpoint = ckpt(GetParam());
-    o.parallel = parallel;
-    o.prefill_chunk = 64;
+    EngineOptions o = engine_options(ckpt(GetParam()), parallel);
     o.cache_mb = cache_mb;
     o.kv_cache_mb = kv_blocks * block_mb(GetParam());
-    auto e = Engine::create(o);
-    EXPECT_TRUE(e.ok()) << e.error().message;
-    return e.ok() ? std::move(e).value() : nullptr;
+    return create_engine(o);
   }
 };
 
-int64_t metric(const Engine& e, const std::string& name) {
-  const std::string text = e.metrics_text(), key = "\n" + name + " ";
-  const size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
-}
-
-// True once the metrics text holds `line` (the engine frees a finished sequence's blocks right after
-// the step that sent its last event, so a client may look a moment before).
-bool metrics_reach(const Engine& e, const std::string& line) {
-  for (int i = 0; i < 200; ++i) {
-    if (e.metrics_text().find(line) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
-// A token-id prompt of n ids (seeded), max_tokens out; greedy (seed 0) or seeded sampling.
 GenerationRequest request(int64_t n, int64_t max_tokens, uint32_t prompt_seed, uint64_t seed,
                           bool drafts = true) {
-  GenerationRequest r;
-  r.id = "pool-test";
-  std::mt19937 rng(prompt_seed);
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(100 + rng() % 500));
-  r.prompt_ids = ids;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.logprobs = true;
-  r.use_drafts = drafts;
-  if (seed == 0) {
-    r.sampling.temperature = 0.0f;
-    r.sampling_given.temperature = true;
-  } else {
-    r.sampling = SamplingParams{0.9f, 0.95f, 40, seed};
-    r.sampling_given = {true, true, true, true};
-  }
-  return r;
+  return token_request("pool-test", n, max_tokens, prompt_seed, seed, drafts);
 }
 
 TEST_P(KvPoolEngine, MoreRequestsThanThePoolHoldsFinishAsTheyDoAlone) {
   // Each request needs ceil((150 + 90) / 64) = 4 blocks; 8 of them in flight need 32; the pool has 10.
   auto solo = make_engine(64, 1), tight = make_engine(10, 8);
   ASSERT_TRUE(solo && tight);
-  std::vector<Outcome> want;
-  for (uint32_t i = 0; i < 8; ++i)
-    want.push_back(drain(*solo->submit(request(150, 90, i, i % 2 ? 7 + i : 0, i % 3 != 0))));
-  std::vector<std::shared_ptr<RequestChannel>> chans;
-  for (uint32_t i = 0; i < 8; ++i)
-    chans.push_back(tight->submit(request(150, 90, i, i % 2 ? 7 + i : 0, i % 3 != 0)));
-  for (size_t i = 0; i < chans.size(); ++i) {
-    const Outcome o = drain(*chans[i]);
-    ASSERT_TRUE(o.error.empty()) << o.error;
-    EXPECT_EQ(o.ids, want[i].ids) << "request " << i;
-    EXPECT_EQ(o.logprobs, want[i].logprobs) << "request " << i;
-    EXPECT_EQ(o.reason, "length");
-  }
+  std::vector<GenerationRequest> requests;
+  for (uint32_t i = 0; i < 8; ++i) requests.push_back(request(150, 90, i, i % 2 ? 7 + i : 0, i % 3 != 0));
+  ASSERT_NO_FATAL_FAILURE(expect_together_as_alone(*solo, *tight, requests));
   EXPECT_GT(metric(*tight, "tensorfold_preemptions_total"), 0)
       << "the pool never ran out: the test tests nothing";
   EXPECT_TRUE(metrics_reach(*tight, "tensorfold_kv_blocks{state=\"free\"} 10\n")) << tight->metrics_text();

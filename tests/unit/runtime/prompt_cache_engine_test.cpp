@@ -10,52 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "../image/encoders.h"
+#include "engine_test_util.h"
 #include "image/decode.h"
-#include "runtime/engine.h"
-#include "test_pipeline.h"
 
 using namespace tf;
+using namespace tf::enginetest;
 
 namespace {
-
-const std::string kGolden = std::string(TF_SOURCE_DIR) + "/tests/golden";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;  // each token's logprob, then its top-5 (id, logprob) pairs
-  int64_t cached = -1;
-  std::string error;
-};
-
-Outcome drain(RequestChannel& ch) {
-  Outcome o;
-  for (;;) {
-    auto e = ch.pop(120000);
-    if (!e) {
-      o.error = "timeout";
-      return o;
-    }
-    if (e->kind == EngineEvent::Kind::Token && e->token >= 0) {
-      o.ids.push_back(e->token);
-      if (e->logprob) o.logprobs.push_back(e->logprob->logprob);
-      for (const auto& t : e->top_logprobs) {
-        o.logprobs.push_back(static_cast<float>(t.id));
-        o.logprobs.push_back(t.logprob);
-      }
-    } else if (e->kind == EngineEvent::Kind::Finished) {
-      o.cached = e->usage.cached_tokens;
-      return o;
-    } else if (e->kind == EngineEvent::Kind::Error) {
-      o.error = e->message;
-      return o;
-    }
-  }
-}
 
 // A message part: text, or an image (encoded bytes).
 struct Part {
@@ -85,35 +46,17 @@ GenerationRequest request(const std::vector<Part>& parts, uint64_t seed) {
   r.ignore_eos = true;
   r.logprobs = true;
   r.top_logprobs = 5;
-  if (seed == 0) {
-    r.sampling.temperature = 0.0f;
-    r.sampling_given.temperature = true;
-  } else {
-    r.sampling = SamplingParams{0.8f, 0.95f, 20, seed};
-    r.sampling_given = {true, true, true, true};
-  }
+  set_sampling(r, SamplingParams{0.8f, 0.95f, 20, seed});
   return r;
 }
 
-// ckpt: a directory under tests/golden/ckpt, or a path.
-std::unique_ptr<Engine> make_engine(const std::string& ckpt, double cache_mb, int parallel = 4,
+// checkpoint: a directory under tests/golden/ckpt, or a path.
+std::unique_ptr<Engine> make_engine(const std::string& checkpoint, double cache_mb, int parallel = 4,
                                     double kv_cache_mb = 0) {
-  EngineOptions o;
+  EngineOptions o = engine_options(ckpt(checkpoint), parallel);
   o.kv_cache_mb = kv_cache_mb;
-  o.backend = test_backend_name();
-  o.checkpoint = ckpt.find('/') == std::string::npos ? kGolden + "/ckpt/" + ckpt : ckpt;
-  o.parallel = parallel;
-  o.prefill_chunk = 64;
   o.cache_mb = cache_mb;
-  auto e = Engine::create(o);
-  EXPECT_TRUE(e.ok()) << e.error().message;
-  return e.ok() ? std::move(e).value() : nullptr;
-}
-
-int64_t metric(const Engine& e, const std::string& name) {
-  const std::string text = e.metrics_text(), key = "\n" + name + " ";
-  size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
+  return create_engine(o);
 }
 
 // [first image token position, last + 1) in a prompt.
@@ -154,8 +97,8 @@ Encoded encode_variants(const std::string& file) {
   return e;
 }
 
-int32_t image_token_of(const std::string& ckpt) {
-  std::ifstream f((ckpt.find('/') == std::string::npos ? kGolden + "/ckpt/" + ckpt : ckpt) + "/config.json");
+int32_t image_token_of(const std::string& checkpoint) {
+  std::ifstream f(ckpt(checkpoint) + "/config.json");
   return nlohmann::json::parse(f).at("image_token_id").get<int32_t>();
 }
 
@@ -358,12 +301,6 @@ TEST_P(PromptCacheEngine, RefusedRequestLeavesTheCacheAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, PromptCacheEngine,
-                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           for (char& ch : s)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+                         ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"), ckpt_param_name);
 
 }  // namespace

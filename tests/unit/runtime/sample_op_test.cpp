@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "../backend/sample_rows.h"
 #include "backend/ops.h"
 #include "runtime/sampler.h"
 
@@ -25,40 +25,12 @@ struct Case {
   int64_t width = 1;
 };
 
-// Rows of several shapes: normal logits at several scales, coarse values with many ties, a flat row,
-// rows with -inf entries; parameters over greedy, temperatures, top-k (ties at the k-th included) and
-// top-p, with and without logprobs.
+// Rows of several shapes and parameters (sample_rows.h).
 Case make_case(int64_t vocab, int64_t n_rows, uint32_t seed) {
   Case c;
   c.vocab = vocab;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const float temps[] = {0.0f, 0.05f, 0.2f, 0.7f, 1.0f, 1.5f};
-  const float top_ps[] = {1.0f, 1.0f, 0.95f, 0.8f, 0.5f, 0.1f};
-  const int32_t top_ks[] = {0, 0, 1, 2, 5, 50, static_cast<int32_t>(vocab), static_cast<int32_t>(vocab) + 3};
-  const int32_t n_lps[] = {-1, -1, -1, 0, 3, 20};
-  int32_t max_lp = -1;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int shape = static_cast<int>(rng() % 5);
-    const float scale = 1.0f + static_cast<float>(rng() % 8);
-    for (int64_t j = 0; j < vocab; ++j) {
-      float v = nd(rng) * scale;
-      if (shape == 1) v = std::round(v);                         // coarse: many equal logits
-      if (shape == 2) v = 0.5f;                                  // flat
-      if (shape == 3 && j > 0 && rng() % 7 == 0) v = -INFINITY;  // a row keeps a finite logit
-      c.logits.push_back(v);
-    }
-    SampleRow p;
-    p.temperature = temps[rng() % 6];
-    p.top_p = top_ps[rng() % 6];
-    p.top_k = top_ks[rng() % 8];
-    p.n_logprobs = n_lps[rng() % 6];
-    p.seed = (static_cast<uint64_t>(rng()) << 32) | rng();
-    p.position = rng() % 5000;
-    max_lp = std::max(max_lp, p.n_logprobs);
-    c.rows.push_back(p);
-  }
-  c.width = max_lp < 0 ? 1 : 2 + 2 * max_lp;
+  c.logits.resize(static_cast<size_t>(n_rows * vocab));
+  c.width = samplerows::fill(vocab, n_rows, seed, /*greedy_only=*/false, c.logits.data(), &c.rows);
   return c;
 }
 

@@ -5,110 +5,33 @@
 // are evicted or not taken), outputs stay those of solo runs, and every slot is free or a snapshot.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <random>
-#include <thread>
-
-#include "runtime/engine.h"
-#include "test_pipeline.h"
+#include "engine_test_util.h"
 
 namespace tf {
 namespace {
 
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::vector<float> logprobs;
-  std::string error, reason;
-};
-
-Outcome drain(RequestChannel& ch) {
-  Outcome o;
-  for (;;) {
-    auto e = ch.pop(120000);
-    if (!e) {
-      o.error = "timeout";
-      return o;
-    }
-    if (e->kind == EngineEvent::Kind::Token && e->token >= 0) {
-      o.ids.push_back(e->token);
-      if (e->logprob) o.logprobs.push_back(e->logprob->logprob);
-    } else if (e->kind == EngineEvent::Kind::Finished) {
-      o.reason = e->finish_reason;
-      return o;
-    } else if (e->kind == EngineEvent::Kind::Error) {
-      o.error = e->message;
-      return o;
-    }
-  }
-}
+using namespace tf::enginetest;
 
 std::unique_ptr<Engine> make_engine(int parallel, int64_t state_slots, double cache_mb = 0,
                                     int64_t snapshot_slots = -1) {
-  EngineOptions o;
-  o.backend = test_backend_name();
-  o.checkpoint = std::string(TF_SOURCE_DIR) + "/tests/golden/ckpt/qwen3_5-tiny-bf16";
-  o.parallel = parallel;
-  o.prefill_chunk = 64;
+  EngineOptions o = engine_options(ckpt("qwen3_5-tiny-bf16"), parallel);
   o.cache_mb = cache_mb;
   o.snapshot_slots = snapshot_slots;
   o.state_slots = state_slots;
-  auto e = Engine::create(o);
-  EXPECT_TRUE(e.ok()) << e.error().message;
-  return e.ok() ? std::move(e).value() : nullptr;
+  return create_engine(o);
 }
 
 GenerationRequest request(int64_t n, int64_t max_tokens, uint32_t prompt_seed, uint64_t seed, bool drafts) {
-  GenerationRequest r;
-  r.id = "slots-test";
-  std::mt19937 rng(prompt_seed);
-  std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(100 + rng() % 500));
-  r.prompt_ids = ids;
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.logprobs = true;
-  r.use_drafts = drafts;
-  if (seed == 0) {
-    r.sampling.temperature = 0.0f;
-    r.sampling_given.temperature = true;
-  } else {
-    r.sampling = SamplingParams{0.9f, 0.95f, 40, seed};
-    r.sampling_given = {true, true, true, true};
-  }
-  return r;
-}
-
-int64_t metric(const Engine& e, const std::string& line_prefix) {
-  const std::string text = e.metrics_text(), key = "\n" + line_prefix + " ";
-  const size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
-}
-
-// True once the metrics text holds `line` (a finished sequence's cache goes right after its last step).
-bool metrics_reach(const Engine& e, const std::string& line) {
-  for (int i = 0; i < 200; ++i) {
-    if (e.metrics_text().find(line) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return token_request("slots-test", n, max_tokens, prompt_seed, seed, drafts);
 }
 
 TEST(StateSlotsEngine, FewerSlotsThanSequencesFinishAsTheyDoAlone) {
   auto solo = make_engine(1, 0), tight = make_engine(6, 2);
   ASSERT_TRUE(solo && tight);
-  std::vector<Outcome> want;
+  std::vector<GenerationRequest> requests;
   for (uint32_t i = 0; i < 6; ++i)
-    want.push_back(drain(*solo->submit(request(40 + 13 * i, 24, i, i % 2 ? 5 + i : 0, i % 3 != 0))));
-  std::vector<std::shared_ptr<RequestChannel>> chans;
-  for (uint32_t i = 0; i < 6; ++i)
-    chans.push_back(tight->submit(request(40 + 13 * i, 24, i, i % 2 ? 5 + i : 0, i % 3 != 0)));
-  for (size_t i = 0; i < chans.size(); ++i) {
-    const Outcome o = drain(*chans[i]);
-    ASSERT_TRUE(o.error.empty()) << o.error;
-    EXPECT_EQ(o.ids, want[i].ids) << "request " << i;
-    EXPECT_EQ(o.logprobs, want[i].logprobs) << "request " << i;
-    EXPECT_EQ(o.reason, "length");
-  }
+    requests.push_back(request(40 + 13 * i, 24, i, i % 2 ? 5 + i : 0, i % 3 != 0));
+  ASSERT_NO_FATAL_FAILURE(expect_together_as_alone(*solo, *tight, requests));
   EXPECT_GT(metric(*tight, "tensorfold_preemptions_total"), 0)
       << "the slots never ran out: the test tests nothing";
   EXPECT_TRUE(metrics_reach(*tight, "tensorfold_state_slots{state=\"total\"} 2\n")) << tight->metrics_text();

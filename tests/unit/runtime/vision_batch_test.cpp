@@ -3,22 +3,14 @@
 // once, and each request's ids equal those it gets alone (its image rows do not depend on the call).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <regex>
 
-#include "runtime/engine.h"
-#include "test_pipeline.h"
+#include "engine_test_util.h"
 
 using namespace tf;
+using namespace tf::enginetest;
 
 namespace {
-
-const std::string kGolden = std::string(TF_SOURCE_DIR) + "/tests/golden";
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 // A greedy request over `images` (files under tests/golden/images) and a question.
 GenerationRequest request(const std::vector<std::string>& images, const std::string& question) {
@@ -134,11 +126,6 @@ TEST_P(VisionBatch, CachedImagesAreReusedInsideABatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, VisionBatch, ::testing::Values("lighton_ocr-tiny-bf16", "qwen3_5-tiny-bf16"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string s = i.param;
-                           for (char& ch : s)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+                         ckpt_param_name);
 
 }  // namespace
