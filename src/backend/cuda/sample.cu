@@ -97,9 +97,10 @@ __device__ __forceinline__ float from_okey(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// Adds c (and m) to histogram bin `bin` once per warp and bin (the lanes with the same bin summed first:
-// a row of equal logits would otherwise serialize every atomic on one address). bin 0xffffffff: nothing.
-// Integer sums, so the result does not depend on the grouping. Every lane of the warp calls it.
+// Histogram adds, one atomic per warp and bin (the lanes with the same bin summed first: a row of equal
+// logits would otherwise serialize every atomic on one address): add_count adds 1 per lane, add_mass the
+// lane's m. bin 0xffffffff: nothing. Integer sums, so the result does not depend on the grouping. Every
+// lane of the warp calls them.
 __device__ __forceinline__ void add_count(uint32_t* hist, uint32_t bin) {
   const unsigned peers = __match_any_sync(0xffffffffu, bin);
   if (bin != 0xffffffffu && threadIdx.x % 32 == __ffs(peers) - 1)
