@@ -4,6 +4,10 @@
 // 16 heads over 8 kv heads, head_dim 128). Per variant (test_hooks::set_cuda_attention_variant): graph us
 // per call (CUDA events around a graph of `reps` captured calls, after a warm-up replay), TFLOP/s
 // (4 · d · heads · Σ_rows keys seen), and whether its output bits equal variant 0's (they must).
+// Then decode: B sequences of one row each over a paged cache of `ctx` keys (the 1B's 16 / 8 heads at
+// head_dim 128, Qwen3.5's 8 / 2 at 256), with the key splits run split-parallel (production) and folded in
+// one block per (sequence, head) (test_hooks::set_cuda_attention_partials(false): the kernel's old
+// parallelism); both must give the same bits. Bound = the K/V bytes read once at 4.3 TB/s.
 // Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
 //   attention_bench [reps]        (default 20)
 #include <cuda_runtime_api.h>
@@ -35,6 +39,89 @@ struct Shape {
   int64_t n, heads, kv_heads, d;
   int kind;  // 0: one image (all keys), 1: causal, 2: two images side by side
 };
+
+// Graph-replay microseconds per call of f (after one warm-up call and one warm-up replay).
+template <class F>
+double graph_us(cudaStream_t s, int reps, F f) {
+  f();
+  TF_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int r = 0; r < reps; ++r) f();
+  TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
+  cudaEvent_t e0, e1;
+  TF_CUDA_CHECK(cudaEventCreate(&e0));
+  TF_CUDA_CHECK(cudaEventCreate(&e1));
+  TF_CUDA_CHECK(cudaEventRecord(e0, s));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
+  TF_CUDA_CHECK(cudaEventRecord(e1, s));
+  TF_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  TF_CUDA_CHECK(cudaEventDestroy(e0));
+  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  TF_CUDA_CHECK(cudaGraphDestroy(g));
+  return 1e3 * ms / reps;
+}
+
+// Paged decode rows: split-parallel against folded in the block; returns how many cases' bits differ.
+int decode_table(cudaStream_t s, int reps) {
+  struct Dec {
+    const char* name;
+    int64_t heads, kv_heads, d;
+  };
+  constexpr Dec kDec[] = {{"1B decode", 16, 8, 128}, {"qwen3.5 decode", 8, 2, 256}};
+  std::printf("\n%-15s %4s %5s | %10s %10s %7s %9s %5s\n", "decode", "B", "ctx", "split us", "1-block us",
+              "speedup", "bound us", "bits");
+  int differ = 0;
+  for (const Dec& dc : kDec)
+    for (int64_t ctx : {2333, 4096})
+      for (int64_t B : {1, 8, 64}) {
+        const int64_t nb = (ctx + tf::kKvBlock - 1) / tf::kKvBlock, pool = B * nb * tf::kKvBlock;
+        const int64_t nq = B * dc.heads * dc.d, nkv = pool * dc.kv_heads * dc.d;
+        void* qm = dev_alloc(static_cast<size_t>(nq) * 2);
+        void* km = dev_alloc(static_cast<size_t>(nkv) * 2);
+        void* vm = dev_alloc(static_cast<size_t>(nkv) * 2);
+        void* om = dev_alloc(static_cast<size_t>(nq) * 2);
+        void* im = dev_alloc(static_cast<size_t>(B * nb + B + 1 + 2 * B) * 4);
+        fill(qm, nq, 11);
+        fill(km, nkv, 12);
+        fill(vm, nkv, 13);
+        std::vector<int32_t> ints;  // tables [B, nb] (sequence b owns blocks b * nb ..), seg_rows, ranges
+        for (int64_t i = 0; i < B * nb; ++i) ints.push_back(static_cast<int32_t>(i));
+        for (int64_t i = 0; i <= B; ++i) ints.push_back(static_cast<int32_t>(i));
+        for (int64_t i = 0; i < B; ++i) ints.insert(ints.end(), {0, static_cast<int32_t>(ctx)});
+        TF_CUDA_CHECK(cudaMemcpy(im, ints.data(), ints.size() * 4, cudaMemcpyHostToDevice));
+        auto* ip = static_cast<int32_t*>(im);
+        const Tensor q{qm, DType::BF16, {B, dc.heads, dc.d}}, out{om, DType::BF16, {B, dc.heads, dc.d}},
+            k{km, DType::BF16, {pool, dc.kv_heads, dc.d}}, v{vm, DType::BF16, {pool, dc.kv_heads, dc.d}},
+            tables{ip, DType::I32, {B, nb}}, seg_rows{ip + B * nb, DType::I32, {B + 1}},
+            ranges{ip + B * nb + B + 1, DType::I32, {B, 2}};
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dc.d));
+        auto run = [&] {
+          tf::cuda::launch_paged_attention_tc(s, q, k, v, tables, seg_rows, ranges, scale, out);
+        };
+        std::vector<uint16_t> a(static_cast<size_t>(nq)), b(a.size());
+        const double split_us = graph_us(s, reps, run);
+        TF_CUDA_CHECK(cudaMemcpy(a.data(), om, a.size() * 2, cudaMemcpyDeviceToHost));
+        tf::test_hooks::set_cuda_attention_partials(false);
+        const double one_us = graph_us(s, reps, run);
+        TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
+        tf::test_hooks::set_cuda_attention_partials(true);
+        const double bound = 2.0 * B * ctx * dc.kv_heads * dc.d * 2 / 4.3e12 * 1e6;
+        differ += a == b ? 0 : 1;
+        std::printf("%-15s %4lld %5lld | %10.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
+                    static_cast<long long>(B), static_cast<long long>(ctx), split_us, one_us,
+                    one_us / split_us, bound, a == b ? "same" : "DIFF");
+        for (void* p : {qm, km, vm, om, im}) TF_CUDA_CHECK(cudaFree(p));
+      }
+  std::printf("decode cases whose bits differ between the two forms: %d (must be 0)\n", differ);
+  return differ;
+}
 
 }  // namespace
 
@@ -118,6 +205,7 @@ int main(int argc, char** argv) {
     for (void* p : {qm, km, vm, om, rm}) TF_CUDA_CHECK(cudaFree(p));
   }
   std::printf("variants whose bits differ from variant 0: %d (must be 0)\n", mismatches);
+  mismatches += decode_table(s, reps);
   TF_CUDA_CHECK(cudaStreamDestroy(s));
   return mismatches == 0 ? 0 : 1;
 }

@@ -46,6 +46,12 @@ const char* cuda_linear_small_config_name(int which);  // e.g. "gemv 8/16 cols (
 bool set_cuda_attention_variant(int which);
 int cuda_attention_variants();  // 0 without CUDA
 int cuda_attention_default();   // the variant production runs
+// The flash attention's key splits (backend/cuda/attention_split.cuh): keys per split (a multiple of 64; 0
+// restores the production 512), which moves the fold points of every row with more keys on purpose; and
+// whether calls of few rows per sequence may run one block per split (true, production) or fold in the
+// block (false; the same bits). False without CUDA.
+bool set_cuda_attention_split(int keys);
+bool set_cuda_attention_partials(bool on);
 
 // Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
 // bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:

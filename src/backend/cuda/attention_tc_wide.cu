@@ -15,13 +15,16 @@
 // - a tile wholly inside a row's range skips the per-key mask (s * scale, as the masked path computes
 //   for a live key), and a warp none of whose rows has a live key in the tile skips the tile: a fully
 //   masked tile leaves m, l and acc bit-for-bit unchanged (attention_tc.cu, batch invariance), so
-//   skipping it is the same.
+//   skipping it is the same;
+// - key splits (attention_split.cuh) are folded in the block as variant 0 folds them (the fold at the
+//   first tile of each split and after the pass's last, whether or not the warp skips those tiles).
 // head_dim <= 128 (DP 64, 80 or 128 as variant 0, BN 64); d > 128 and calls with few rows per sequence run
 // variant 0. Shapes: q [n_q, heads, d], k/v [n_k, kv_heads, d] (paged: the block pool), key_ranges [n_q, 2],
 // out [n_q, heads, d], all bf16 but the ranges (i32).
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
@@ -31,14 +34,9 @@ namespace tf::cuda {
 namespace {
 
 using namespace mma;
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
+using attn::ex2;
+using attn::FoldOp;
+using attn::kLog2e;
 
 template <int DP_, int WARPS_, int MT_, int STAGES_, int MINB_>
 struct WideCfg {
@@ -46,6 +44,9 @@ struct WideCfg {
   static constexpr int kThreads = 32 * WARPS, kRows = 16 * WARPS * MT;  // query rows per block
   static constexpr int kLd = DP + 8;  // smem row stride (elements): conflict-free ldmatrix
   static constexpr size_t kSmem = (static_cast<size_t>(kRows) + 2 * STAGES * BN) * kLd * sizeof(bf16_t);
+  // + each thread's running O (MT * DP / 8 * 4 f32) when the block folds key splits
+  static constexpr size_t kFoldSmem =
+      kSmem + static_cast<size_t>(kThreads) * MT * (DP / 8) * 4 * sizeof(float);
   static_assert(DP % 16 == 0 && DP <= 128 && STAGES >= 2);
 };
 
@@ -55,13 +56,14 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
                              const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
                              bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads,
                              int d, const int32_t* __restrict__ tables, int max_blocks,
-                             const int32_t* __restrict__ seg_rows, int n_seg) {
+                             const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding) {
   constexpr int DP = C::DP, BN = C::BN, MT = C::MT, STAGES = C::STAGES, LD = C::kLd, BM = C::kRows;
   constexpr int NS = BN / 8, NO = DP / 8, KD = DP / 16;
   extern __shared__ __align__(16) bf16_t smem[];
-  bf16_t* qs = smem;                   // [BM][LD]
-  bf16_t* ks = qs + BM * LD;           // [STAGES][BN][LD]
-  bf16_t* vs = ks + STAGES * BN * LD;  // [STAGES][BN][LD]
+  bf16_t* qs = smem;                                            // [BM][LD]
+  bf16_t* ks = qs + BM * LD;                                    // [STAGES][BN][LD]
+  bf16_t* vs = ks + STAGES * BN * LD;                           // [STAGES][BN][LD]
+  float* os = reinterpret_cast<float*>(vs + STAGES * BN * LD);  // folding: [MT][NO][4][kThreads]
   __shared__ int rb[BM], re[BM], pass_b, pass_e;
   __shared__ int64_t tile_i0;
   __shared__ int tile_rows, tile_seg;
@@ -129,6 +131,36 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[mt][a][c] = 0.0f;
   }
+  float M[MT][2], L[MT][2];  // folding: the rows' running result
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    M[mt][0] = M[mt][1] = -INFINITY;
+    L[mt][0] = L[mt][1] = 0.0f;
+  }
+  // Folds the split just ended into (M, L, O) and starts the next one from a fresh state.
+  auto fold = [&] {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      FoldOp op[2];
+      float cr[2] = {0.0f, 0.0f}, cs[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        op[rr] = attn::fold_ml(M[mt][rr], L[mt][rr], m[mt][rr], l[mt][rr], cr[rr], cs[rr]);
+        m[mt][rr] = -INFINITY;
+        l[mt][rr] = 0.0f;
+      }
+#pragma unroll
+      for (int a = 0; a < NO; ++a)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int rr = c / 2;
+          float& o = os[((mt * NO + a) * 4 + c) * C::kThreads + threadIdx.x];
+          if (op[rr] == FoldOp::kCopy) o = acc[mt][a][c];
+          if (op[rr] == FoldOp::kFold) o = attn::fold_o(o, acc[mt][a][c], cr[rr], cs[rr]);
+          acc[mt][a][c] = 0.0f;
+        }
+    }
+  };
 
   auto load_kv = [&](int buf, int64_t j0, int64_t e) {
     bf16_t* kd = ks + buf * BN * LD;
@@ -187,6 +219,7 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
         if (nx < n_tiles) load_kv(nx % STAGES, pb + static_cast<int64_t>(nx) * BN, pe);
         cp_async_commit();
       }
+      if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
       // Does any row of this warp see a live key in the tile? (Else the tile changes nothing.)
       bool live = false, full = true;
 #pragma unroll
@@ -296,6 +329,7 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
           }
         }
     }
+    if (folding) fold();  // the pass's last split
   }
   cp_async_wait<0>();
 
@@ -311,7 +345,11 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
         const int64_t i = i0 + r;
         const int col = a * 8 + 2 * t + c % 2;
         if (r >= n_rows || col >= d) continue;
-        const float val = l[mt][rr] > 0.0f ? acc[mt][a][c] / l[mt][rr] : 0.0f;
+        float val;
+        if (folding)
+          val = L[mt][rr] > 0.0f ? os[((mt * NO + a) * 4 + c) * C::kThreads + threadIdx.x] / L[mt][rr] : 0.0f;
+        else
+          val = l[mt][rr] > 0.0f ? acc[mt][a][c] / l[mt][rr] : 0.0f;
         out[(i * heads + h) * d + col] = f2bf(val);
       }
 }
@@ -319,19 +357,21 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
 template <class C>
 void launch_wide(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
                  float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
-                 const AttentionPaging& pg) {
+                 const AttentionPaging& pg, int split) {
   auto kernel = attention_tc_wide_kernel<C>;
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(C::kSmem)));
+                                       static_cast<int>(C::kFoldSmem)));
   });
+  const bool folding = split > 0;
   // Paged: Σ_s ceil(n_s / BM) <= n_seg + n_q / BM pieces; blocks past the last piece exit at once.
   const int64_t tiles = blocks_for(n_q, C::kRows) + (pg.seg_rows ? pg.n_seg : 0);
   TF_CHECK(tiles < (int64_t{1} << 31) && heads <= 65535);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads));
-  kernel<<<grid, C::kThreads, C::kSmem, s>>>(q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d,
-                                             pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg);
+  kernel<<<grid, C::kThreads, folding ? C::kFoldSmem : C::kSmem, s>>>(
+      q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows,
+      pg.n_seg, folding ? split / C::BN : INT_MAX, folding);
   TF_CUDA_LAUNCHED();
 }
 
@@ -347,25 +387,25 @@ void launch_wide(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t*
 template <int DP>
 void run_variant(int which, cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v,
                  const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads,
-                 int kv_heads, int d, const AttentionPaging& pg) {
+                 int kv_heads, int d, const AttentionPaging& pg, int split) {
   constexpr bool kSmall = DP <= 64;
   switch (which) {
     case 2:
       return launch_wide<WideCfg<DP, 4, 1, 2, kSmall ? 4 : 2>>(s, q, k, v, ranges, scale, out, n_q, n_k,
-                                                               heads, kv_heads, d, pg);
+                                                               heads, kv_heads, d, pg, split);
     case 3:
       if constexpr (kSmall)
         return launch_wide<WideCfg<DP, 4, 2, 3, 2>>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads,
-                                                    d, pg);
+                                                    d, pg, split);
       break;
     case 4:
       return launch_wide<WideCfg<DP, 4, 1, 3, kSmall ? 3 : 2>>(s, q, k, v, ranges, scale, out, n_q, n_k,
-                                                               heads, kv_heads, d, pg);
+                                                               heads, kv_heads, d, pg, split);
     default:
       break;
   }
   launch_wide<WideCfg<DP, 8, 1, 3, kSmall ? 2 : 1>>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads,
-                                                    d, pg);
+                                                    d, pg, split);
 }
 
 }  // namespace
@@ -374,7 +414,7 @@ int attention_tc_wide_variants() { return 4; }
 
 bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_ranges, float scale, const Tensor& out,
-                              const AttentionPaging& pg) {
+                              const AttentionPaging& pg, int split) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   if (which < 1 || which > attention_tc_wide_variants() || d > 128) return false;
   // Rows per sequence (paged: per segment) must fill the wide blocks; decode-like calls run variant 0.
@@ -387,11 +427,11 @@ bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const 
   auto* op = ptr<bf16_t>(out);
   const int H = static_cast<int>(heads), KVH = static_cast<int>(kv_heads), D = static_cast<int>(d);
   if (d <= 64)
-    run_variant<64>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
+    run_variant<64>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg, split);
   else if (d <= 80)
-    run_variant<80>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
+    run_variant<80>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg, split);
   else
-    run_variant<128>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg);
+    run_variant<128>(which, s, qp, kp, vp, rp, scale, op, n_q, n_k, H, KVH, D, pg, split);
   return true;
 }
 

@@ -45,9 +45,10 @@ struct AttentionPaging {
 // The wide-tile variants 1 .. attention_tc_wide_variants() of attention_tc_wide.cu (same bits per row as
 // variant 0); false (nothing queued) where they do not apply (head_dim > 128, few rows per sequence).
 int attention_tc_wide_variants();
+// split > 0: the rows' keys are folded every `split` keys (attention_split.cuh); 0: no row has more.
 bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_ranges, float scale, const Tensor& out,
-                              const AttentionPaging& pg);
+                              const AttentionPaging& pg, int split);
 void launch_paged_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                const Tensor& tables, const Tensor& seg_rows, const Tensor& key_ranges,
                                float scale, const Tensor& out);

@@ -1,9 +1,10 @@
 // A planted control for batch-invariance tests: a Backend that delegates every op to another backend,
-// except that linear() over more than one row sums each dot product in reverse k order (f32, on the
-// host). One row is computed by the real op, so a row decoded alone and the same row inside a batch
-// of several get different bits: exactly the defect the invariance tests exist to catch.
-// With swap_slots (and plant_linear off) it plants a wrong state-slot mapping instead: the *_slots ops
-// of a step with two or more segments see the first two segments' slots exchanged.
+// except that linear() over more than one row sums each dot product in reverse k order in two halves (f32,
+// on the host; the halves rounded to bf16 first when the output is bf16). One row is computed by the real op,
+// so a row decoded alone and the same row inside a batch of several get different bits: exactly the defect
+// the invariance tests exist to catch. With swap_slots (and plant_linear off) it plants a wrong state-slot
+// mapping instead: the *_slots ops of a step with two or more segments see the first two segments' slots
+// exchanged.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -34,11 +35,17 @@ class PlantedLinearBackend final : public Backend {
     const std::vector<float> xf = floats(x), wf = floats(w);
     const std::vector<float> bf = bias ? floats(*bias) : std::vector<float>();
     std::vector<float> o(static_cast<size_t>(n * m));  // [n, out_features]
+    // bf16 outputs round most f32 reorderings away; there the halves are kept in bf16 (a split-K whose
+    // partials are stored in the activation dtype), which shows in the logits of a tiny model on every
+    // backend.
+    const bool coarse = out.dtype == DType::BF16;
+    auto keep = [&](float v) { return coarse ? bf16_to_f32(f32_to_bf16(v)) : v; };
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j) {
-        float s = 0;
-        for (int64_t t = k - 1; t >= 0; --t)  // the planted defect: k summed backwards
-          s += xf[static_cast<size_t>(i * k + t)] * wf[static_cast<size_t>(j * k + t)];
+        float hi = 0, lo = 0;
+        for (int64_t t = k - 1; t >= 0; --t)  // the planted defect: k summed backwards, in two halves
+          (t >= k / 2 ? hi : lo) += xf[static_cast<size_t>(i * k + t)] * wf[static_cast<size_t>(j * k + t)];
+        float s = keep(hi) + keep(lo);
         if (bias) s += bf[static_cast<size_t>(j)];
         o[static_cast<size_t>(i * m + j)] = s;
       }

@@ -1,0 +1,75 @@
+// The merge of the flash attention's split-parallel form (attention_split.cuh): out[i, h, :] = the fold of
+// the (m_z, l_z, acc_z) that attention_tc.cu's blocks wrote for splits z = 0 .. n_split - 1, in split order,
+// with the fold's expressions, so the row's bits are those of the same row folded inside one block (prefill,
+// vision). Its CPU reference is the CPU attention itself (the contract holds the whole op to it).
+//
+// Shapes: part.ml [n_split, n_q, heads, 2] f32, part.acc [n_split, n_q, heads, d] f32, out [n_q, heads, d]
+// bf16. One block of 128 threads per (row, head); each thread folds the columns col, col + 128 (d <= 256),
+// every thread recomputing the same (M, L) chain.
+#include <mutex>
+
+#include "backend/cuda/attention_split.cuh"
+#include "backend/cuda/cuda_check.h"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+// The workspace: enough for 256 decode rows x 16 heads x 15 splits (7,680 keys) at head_dim 128.
+constexpr int64_t kWorkspaceFloats = int64_t{16} << 20;  // 64 MiB
+constexpr int kMaxDevices = 64;
+
+__global__ void __launch_bounds__(kThreads)
+    attention_merge_kernel(attn::Partials part, int64_t n_q, int heads, int d, bf16_t* __restrict__ out) {
+  const int64_t row_head = blockIdx.x;  // i * heads + h
+  const int64_t stride = n_q * heads;   // one split's (row, head) entries
+  for (int col = threadIdx.x; col < d; col += kThreads) {
+    float M = -INFINITY, L = 0.0f, O = 0.0f;
+    for (int z = 0; z < part.n_split; ++z) {
+      const int64_t at = z * stride + row_head;
+      float cr = 0.0f, cs = 0.0f;
+      const attn::FoldOp op = attn::fold_ml(M, L, part.ml[2 * at], part.ml[2 * at + 1], cr, cs);
+      const float a = part.acc[at * d + col];
+      if (op == attn::FoldOp::kCopy) O = a;
+      if (op == attn::FoldOp::kFold) O = attn::fold_o(O, a, cr, cs);
+    }
+    out[row_head * d + col] = f2bf(L > 0.0f ? O / L : 0.0f);
+  }
+}
+
+}  // namespace
+
+float* attention_partials(cudaStream_t s, int64_t floats) {
+  static std::mutex mu;
+  static float* ws[kMaxDevices] = {};
+  static bool failed[kMaxDevices] = {};
+  if (floats > kWorkspaceFloats) return nullptr;
+  int dev = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= kMaxDevices) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!ws[dev] && !failed[dev]) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    TF_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
+    if (st != cudaStreamCaptureStatusNone) return nullptr;  // no allocation inside a capture
+    // Out of memory (the KV pool took the device): the callers fold in the block instead, same bits.
+    if (cudaMalloc(&ws[dev], static_cast<size_t>(kWorkspaceFloats) * sizeof(float)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      ws[dev] = nullptr;
+      failed[dev] = true;
+    }
+  }
+  return ws[dev];
+}
+
+void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,
+                            bf16_t* out) {
+  TF_CHECK(d <= 2 * kThreads && part.n_split > 0);
+  const int64_t blocks = n_q * heads;
+  if (blocks == 0) return;
+  TF_CHECK(blocks < (int64_t{1} << 31));
+  attention_merge_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(part, n_q, heads, d, out);
+  TF_CUDA_LAUNCHED();
+}
+
+}  // namespace tf::cuda

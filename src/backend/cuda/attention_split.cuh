@@ -1,0 +1,84 @@
+// Fixed key splits of the flash attention (attention_tc.cu, attention_tc_wide.cu, attention_merge.cu).
+//
+// A query row's keys [b, e) are cut into splits of S keys counted from its own range begin b: split z is
+// [b + z S, min(e, b + (z + 1) S)), S = 512 (a multiple of every key tile: 64, or 32 at head_dim 256).
+// Each split runs the flash tile loop from a fresh state (m = -inf, l = 0, acc = 0) and ends with
+// (m_z, l_z, acc_z); the row's result folds the splits left to right:
+//
+//   empty split (m_z = -inf): no change;
+//   first non-empty split:     M = m_z, L = l_z, O = acc_z (a copy);
+//   later ones:                M' = max(M, m_z), cr = M' == M ? 1 : 2^((M - M') log2 e),
+//                              cs = M' == m_z ? 1 : 2^((m_z - M') log2 e),
+//                              L = rn(rn(L cr) + rn(l_z cs)), O = rn(rn(O cr) + rn(acc_z cs)), M = M';
+//   out = rnd(L > 0 ? O / L : 0).
+//
+// A row with at most S keys has one split, whose fold is a copy: its bits are the unsplit kernel's. The
+// splits depend on the row's range alone, so a row's bits do not depend on the other rows of the call,
+// on how its sequence was chunked, or on which of two ways the call runs them:
+// - in one block, folding as it goes (prefill, vision: the running O of each thread's fragment sits in
+//   shared memory, private to the thread, so no barrier);
+// - one block per split, each writing its (m_z, l_z, acc_z) to a workspace, then attention_merge.cu's
+//   kernel folding them in the same order with the same expressions (decode: a one-row sequence's keys
+//   spread over several multiprocessors instead of one).
+// The products and sums of the fold are written with __fmul_rn / __fadd_rn so that no kernel contracts
+// them into an FMA differently from another.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+
+namespace tf::cuda::attn {
+
+constexpr int kKeySplit = 512;  // keys per split (the default; a test hook may change it)
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+enum class FoldOp { kSkip, kCopy, kFold };
+
+// Folds a split's (m, l) into the running (M, L); cr / cs are the factors of the running O and of the
+// split's acc for kFold (O = fold_o(O, acc, cr, cs)).
+__device__ __forceinline__ FoldOp fold_ml(float& M, float& L, float m, float l, float& cr, float& cs) {
+  if (m == -INFINITY) return FoldOp::kSkip;
+  if (M == -INFINITY) {
+    M = m;
+    L = l;
+    return FoldOp::kCopy;
+  }
+  const float mn = fmaxf(M, m);
+  cr = mn == M ? 1.0f : ex2((M - mn) * kLog2e);
+  cs = mn == m ? 1.0f : ex2((m - mn) * kLog2e);
+  L = __fadd_rn(__fmul_rn(L, cr), __fmul_rn(l, cs));
+  M = mn;
+  return FoldOp::kFold;
+}
+
+__device__ __forceinline__ float fold_o(float o, float acc, float cr, float cs) {
+  return __fadd_rn(__fmul_rn(o, cr), __fmul_rn(acc, cs));
+}
+
+// The split-parallel form's workspace (attention_merge.cu): for split z, row i, head h:
+// ml[((z * n_q + i) * heads + h) * 2 + {0, 1}] = (m, l), acc[((z * n_q + i) * heads + h) * d + col].
+struct Partials {
+  float* ml = nullptr;
+  float* acc = nullptr;
+  int n_split = 0;  // blocks per (rows, head) along the keys: gridDim.z
+};
+
+}  // namespace tf::cuda::attn
+
+namespace tf::cuda {
+
+// attention_merge.cu: the current device's partials workspace when it holds `floats` floats (allocated once,
+// at the first call outside a stream capture, and never moved: captured graphs keep its address), else null.
+float* attention_partials(cudaStream_t s, int64_t floats);
+// out[n_q, heads, d] (bf16) = the fold of part's n_split splits per (row, head), in split order.
+void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,
+                            bf16_t* out);
+
+}  // namespace tf::cuda
