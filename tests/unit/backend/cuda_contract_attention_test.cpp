@@ -1,7 +1,8 @@
 // The flash attention (attention_tc.cu, attention_tc_wide.cu, attention_merge.cu) against the CPU reference:
 // bf16 held to the CPU op by a stated tolerance with planted controls, f32 bit-identical; batch invariance
-// (a row alone, chunked, inside other calls, paged or contiguous, in every variant, in one block or split over
-// several) exact on the CUDA backend. Skips where create_backend("cuda") fails. The linear: cuda_contract_tc_test.cpp.
+// (a row alone, chunked, inside other calls, paged or contiguous, in every variant, in one block or split
+// over several) exact on the CUDA backend. Skips where create_backend("cuda") fails. The linear:
+// cuda_contract_tc_test.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -325,9 +326,9 @@ TEST_F(CudaContract, AttentionVariants) {
 }
 
 // ---- key splits --------------------------------------------------------------------------------
-// attention_split.cuh: a row's keys are folded every 512 keys from its range begin, inside the block (prefill,
-// vision) or one block per split and a merge (calls of few rows per sequence). Decode rows over caches
-// around and past the split points must have the bits of the same rows inside prefill chunks (the wide
+// attention_split.cuh: a row's keys are folded every 512 keys from its range begin, inside the block
+// (prefill, vision) or one block per split and a merge (calls of few rows per sequence). Decode rows over
+// caches around and past the split points must have the bits of the same rows inside prefill chunks (the wide
 // variant, or variant 0 at head_dim 256), of the same call folded in the block (partials off), of the call
 // with a wider block table (a decode graph's), and of each row alone over its keys laid out contiguously;
 // and stay within the CPU tolerance. Control: split points moved to every 256 keys must change exactly the
@@ -383,7 +384,8 @@ TEST_F(CudaContract, AttentionKeySplits) {
 
     const Buffer prefill = run_paged(dev(), in);
     const Buffer decode = run_paged_rows(dev(), in, q1, s1, r1, in.tables);
-    EXPECT_TRUE(Exact(pick_rows(prefill, last), decode)) << "decode rows against the same rows in prefill chunks";
+    EXPECT_TRUE(Exact(pick_rows(prefill, last), decode))
+        << "decode rows against the same rows in prefill chunks";
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, wide))) << "a block table twice as wide";
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
@@ -404,7 +406,8 @@ TEST_F(CudaContract, AttentionKeySplits) {
     ASSERT_TRUE(test_hooks::set_cuda_attention_split(0));
     for (size_t s = 0; s < n_seg; ++s) {
       const auto r = static_cast<int64_t>(s);
-      EXPECT_EQ(static_cast<bool>(Differs(rows_of(moved, r, r + 1), rows_of(decode, r, r + 1))), c.n_keys[s] > 256)
+      EXPECT_EQ(static_cast<bool>(Differs(rows_of(moved, r, r + 1), rows_of(decode, r, r + 1))),
+                c.n_keys[s] > 256)
           << "control: split points every 256 keys, segment " << s << " (" << c.n_keys[s] << " keys)";
     }
   }
