@@ -50,8 +50,8 @@ struct Case {
 #endif
 #ifdef TF_TEST_SANITIZED
 // Under the sanitizers a whole page (demo-qwen35 `page`: 364 prompt tokens, ~110 new) takes ~5 minutes on two
-// cores: the sanitizer build runs the cases of at most this many prompt tokens (lines, blocks), which take the
-// same code paths; the test gate runs every case.
+// cores: the sanitizer build runs the cases of at most this many prompt tokens (lines, blocks), which take
+// the same code paths; the test gate runs every case.
 constexpr int64_t kMaxPromptTokens = 200;
 #else
 constexpr int64_t kMaxPromptTokens = INT64_MAX;
