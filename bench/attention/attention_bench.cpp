@@ -5,9 +5,10 @@
 // per call (CUDA events around a graph of `reps` captured calls, after a warm-up replay), TFLOP/s
 // (4 · d · heads · Σ_rows keys seen), and whether its output bits equal variant 0's (they must).
 // Then decode: B sequences of one row each over a paged cache of `ctx` keys (the 1B's 16 / 8 heads at
-// head_dim 128, Qwen3.5's 8 / 2 at 256), with the key splits run split-parallel (production) and folded in
+// head_dim 128, Qwen3.5's 8 / 2 at 256), with the key splits run split-parallel (production: kv-head groups
+// packed into one block when that leaves >= 128 blocks; then forced packed, forced unpacked) and folded in
 // one block per (sequence, head) (test_hooks::set_cuda_attention_partials(false): the kernel's old
-// parallelism); both must give the same bits. Bound = the K/V bytes read once at 4.3 TB/s.
+// parallelism); all must give the same bits. Bound = the K/V bytes read once at 4.3 TB/s.
 // Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
 //   attention_bench [reps]        (default 20)
 #include <cuda_runtime_api.h>
@@ -75,8 +76,8 @@ int decode_table(cudaStream_t s, int reps) {
     int64_t heads, kv_heads, d;
   };
   constexpr Dec kDec[] = {{"1B decode", 16, 8, 128}, {"qwen3.5 decode", 8, 2, 256}};
-  std::printf("\n%-15s %4s %5s | %10s %10s %7s %9s %5s\n", "decode", "B", "ctx", "split us", "1-block us",
-              "speedup", "bound us", "bits");
+  std::printf("\n%-15s %4s %5s | %10s %9s %9s %10s %7s %9s %5s\n", "decode", "B", "ctx", "split us", "packed",
+              "unpacked", "1-block us", "speedup", "bound us", "bits");
   int differ = 0;
   for (const Dec& dc : kDec)
     for (int64_t ctx : {2333, 4096})
@@ -108,15 +109,25 @@ int decode_table(cudaStream_t s, int reps) {
         std::vector<uint16_t> a(static_cast<size_t>(nq)), b(a.size());
         const double split_us = graph_us(s, reps, run);
         TF_CUDA_CHECK(cudaMemcpy(a.data(), om, a.size() * 2, cudaMemcpyDeviceToHost));
+        double forced[2];  // kv-head groups packed into one block (1) or not (0)
+        bool forced_same = true;
+        for (int p = 0; p < 2; ++p) {
+          tf::test_hooks::set_cuda_attention_pack(1 - p);
+          forced[p] = graph_us(s, reps, run);
+          TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
+          forced_same = forced_same && a == b;
+        }
+        tf::test_hooks::set_cuda_attention_pack(-1);
         tf::test_hooks::set_cuda_attention_partials(false);
         const double one_us = graph_us(s, reps, run);
         TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
         tf::test_hooks::set_cuda_attention_partials(true);
         const double bound = 2.0 * B * ctx * dc.kv_heads * dc.d * 2 / 4.3e12 * 1e6;
-        differ += a == b ? 0 : 1;
-        std::printf("%-15s %4lld %5lld | %10.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
-                    static_cast<long long>(B), static_cast<long long>(ctx), split_us, one_us,
-                    one_us / split_us, bound, a == b ? "same" : "DIFF");
+        const bool same = a == b && forced_same;
+        differ += same ? 0 : 1;
+        std::printf("%-15s %4lld %5lld | %10.1f %9.1f %9.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
+                    static_cast<long long>(B), static_cast<long long>(ctx), split_us, forced[0], forced[1],
+                    one_us, one_us / split_us, bound, same ? "same" : "DIFF");
         for (void* p : {qm, km, vm, om, im}) TF_CUDA_CHECK(cudaFree(p));
       }
   std::printf("decode cases whose bits differ between the two forms: %d (must be 0)\n", differ);

@@ -52,6 +52,9 @@ int cuda_attention_default();   // the variant production runs
 // block (false; the same bits). False without CUDA.
 bool set_cuda_attention_split(int keys);
 bool set_cuda_attention_partials(bool on);
+// Whether the split-parallel form packs the query heads of a kv head into one block: -1 (production) when
+// that still leaves >= 128 blocks, 0 never, 1 always (same bits). False without CUDA.
+bool set_cuda_attention_pack(int mode);
 
 // Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
 // bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:

@@ -63,11 +63,15 @@ __global__ void __launch_bounds__(128)
                         bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                         const int32_t* __restrict__ tables, int max_blocks,
                         const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding,
-                        attn::Partials part) {
+                        attn::Partials part, int pack) {
   // Three forms (attention_split.cuh): split_tiles >= every pass's tile count (no row has more than one
   // split: the result straight from acc / l); folding (splits folded in the block, the running O in
   // shared memory after the K/V tiles); part.n_split > 0 (block z runs split z of every pass and writes
   // its rows' (m, l, acc) to the workspace for attention_merge.cu).
+  // pack > 1 (= heads / kv_heads; calls of few rows per sequence): the block serves one kv head, its rows
+  // being (query row, head of the group) pairs, row r = query row r / pack, head kv_head * pack + r % pack,
+  // so the group's heads share each K/V tile. A row's arithmetic is the same in either layout (the mma
+  // rows are independent), so its bits are too.
   constexpr int LD = AttnCfg<DP, BN>::kLd, NS = BN / 8, NO = DP / 8;
   extern __shared__ __align__(16) bf16_t smem[];
   const int warps = blockDim.x / 32, bm = 16 * warps;
@@ -80,24 +84,26 @@ __global__ void __launch_bounds__(128)
   __shared__ int64_t tile_i0;
   __shared__ int tile_rows, tile_seg;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  // Heads along x: the blocks of one piece's heads are launched together, so the query heads that share a
-  // kv head read its K/V tiles while they are in L2 (decode over long caches reads them once from memory).
-  const int h = blockIdx.x, kh = h / (heads / kv_heads);
+  // Heads along x (pack > 1: kv heads). Block row r's query row (within the piece) and head:
+  const int h = blockIdx.x, kh = pack > 1 ? h : h / (heads / kv_heads);
+  auto row_q = [&](int r) { return r / pack; };
+  auto row_head = [&](int r) { return pack > 1 ? kh * pack + r % pack : h; };
+  const int bq = bm / pack;  // query rows per block
   const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
-  // This block's query rows: bm consecutive rows, or (paged) up to bm rows of ONE segment: tile x
-  // is the x-th bm-row piece when every segment is cut into pieces of bm from its first row.
+  // This block's query rows: bq consecutive rows, or (paged) up to bq rows of ONE segment: tile y
+  // is the y-th bq-row piece when every segment is cut into pieces of bq from its first row.
   if (threadIdx.x == 0) {
-    int64_t i0 = static_cast<int64_t>(blockIdx.y) * bm;
-    int rows = static_cast<int>(n_q - i0 < bm ? n_q - i0 : bm), seg = 0;
+    int64_t i0 = static_cast<int64_t>(blockIdx.y) * bq;
+    int rows = static_cast<int>(n_q - i0 < bq ? n_q - i0 : bq), seg = 0;
     if (seg_rows) {
       rows = 0;
       int left = static_cast<int>(blockIdx.y);
       for (int s = 0; s < n_seg; ++s) {
-        const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bm - 1) / bm;
+        const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bq - 1) / bq;
         if (left < nt) {
           seg = s;
-          i0 = seg_rows[s] + static_cast<int64_t>(left) * bm;
-          rows = static_cast<int>(seg_rows[s + 1] - i0 < bm ? seg_rows[s + 1] - i0 : bm);
+          i0 = seg_rows[s] + static_cast<int64_t>(left) * bq;
+          rows = static_cast<int>(seg_rows[s + 1] - i0 < bq ? seg_rows[s + 1] - i0 : bq);
           break;
         }
         left -= nt;
@@ -109,21 +115,21 @@ __global__ void __launch_bounds__(128)
   }
   __syncthreads();
   const int64_t i0 = tile_i0;
-  const int n_rows = tile_rows;
-  if (n_rows == 0) return;  // the whole block: a grid bound past the last piece
+  const int n_rows = tile_rows * pack;  // live block rows
+  if (n_rows == 0) return;              // the whole block: a grid bound past the last piece
   const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
   // Query tile (zero rows past n_q, zero columns past d) and the rows' ranges.
   for (int c = threadIdx.x; c < bm * (DP / 8); c += blockDim.x) {
     const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
     const bool ok = r < n_rows && dc < d;
-    cp_async16(qs + r * LD + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+    cp_async16(qs + r * LD + dc, ok ? q + (i0 + row_q(r)) * q_stride + row_head(r) * d + dc : q, ok);
   }
   cp_async_commit();
   for (int r = threadIdx.x; r < bm; r += blockDim.x) {
     const bool ok = r < n_rows;
-    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
-    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
+    rb[r] = ok ? ranges[2 * (i0 + row_q(r))] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + row_q(r)) + 1] : INT_MIN;
   }
 
   const int r_lo = warp * 16 + g, r_hi = r_lo + 8;  // this thread's two rows (block-local)
@@ -300,7 +306,7 @@ __global__ void __launch_bounds__(128)
         const int r = rr ? r_hi : r_lo;
         const int col = a * 8 + 2 * t + c % 2;
         if (r >= n_rows) continue;
-        const int64_t at = (static_cast<int64_t>(blockIdx.z) * n_q + i0 + r) * heads + h;
+        const int64_t at = (static_cast<int64_t>(blockIdx.z) * n_q + i0 + row_q(r)) * heads + row_head(r);
         if (a == 0 && c % 2 == 0 && t == 0) {
           part.ml[2 * at] = m[rr];
           part.ml[2 * at + 1] = l[rr];
@@ -316,7 +322,7 @@ __global__ void __launch_bounds__(128)
     for (int c = 0; c < 4; ++c) {
       const int rr = c / 2;
       const int r = rr ? r_hi : r_lo;
-      const int64_t i = i0 + r;
+      const int64_t i = i0 + row_q(r);
       const int col = a * 8 + 2 * t + c % 2;
       if (r >= n_rows || col >= d) continue;
       float val;
@@ -324,7 +330,7 @@ __global__ void __launch_bounds__(128)
         val = L[rr] > 0.0f ? os[(a * 4 + c) * 128] / L[rr] : 0.0f;
       else
         val = l[rr] > 0.0f ? acc[a][c] / l[rr] : 0.0f;
-      out[(i * heads + h) * d + col] = f2bf(val);
+      out[(i * heads + row_head(r)) * d + col] = f2bf(val);
     }
 }
 
@@ -338,6 +344,11 @@ constexpr int kDefaultVariant = 1;
 std::atomic<int> g_variant{kDefaultVariant};
 std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
 std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
+std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always
+// Packed blocks are fewer (heads / kv_heads times): below about one wave of them a one-sequence decode is
+// faster unpacked (H200: 1B 23.9 against 29.6 µs, Qwen3.5 39 against 56 at one sequence over 2,333 keys),
+// above it packed (64 sequences: 1B 476 -> 315 µs, Qwen3.5 381 -> 175). Either way the same bits.
+constexpr int64_t kPackMinBlocks = 128;
 
 template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
@@ -374,14 +385,22 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
       folding = true;
     }
   }
-  // Paged: Σ_s ceil(n_s / bm) <= n_seg + n_q / bm pieces; blocks past the last piece exit at once.
-  const int64_t tiles = blocks_for(n_q, 16 * warps) + (pg.seg_rows ? pg.n_seg : 0);
+  // The split-parallel form packs each kv head's query heads into one block (their rows share its K/V tiles).
+  const int group = heads / kv_heads;
+  const int64_t packed_blocks = static_cast<int64_t>(pg.n_seg) * kv_heads * part.n_split;
+  const int want = g_pack.load(std::memory_order_relaxed);
+  const bool packs = part.n_split > 0 && group > 1 && group <= 16 * warps &&
+                     (want == 1 || (want < 0 && packed_blocks >= kPackMinBlocks));
+  const int pack = packs ? group : 1;
+  const int bq = 16 * warps / pack;
+  // Paged: Σ_s ceil(n_s / bq) <= n_seg + n_q / bq pieces; blocks past the last piece exit at once.
+  const int64_t tiles = blocks_for(n_q, bq) + (pg.seg_rows ? pg.n_seg : 0);
   TF_CHECK(tiles <= 65535);
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(tiles),
+  const dim3 grid(static_cast<unsigned>(pack > 1 ? kv_heads : heads), static_cast<unsigned>(tiles),
                   static_cast<unsigned>(std::max(part.n_split, 1)));
   kernel<<<grid, 32 * warps, AttnCfg<DP, BN>::smem(warps, folding), s>>>(
       q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows,
-      pg.n_seg, split_tiles, folding, part);
+      pg.n_seg, split_tiles, folding, part, pack);
   TF_CUDA_LAUNCHED();
   if (part.n_split > 0) launch_attention_merge(s, part, n_q, heads, d, out);
 }
@@ -456,6 +475,11 @@ bool set_cuda_attention_split(int keys) {
 }
 bool set_cuda_attention_partials(bool on) {
   tf::cuda::g_partials.store(on, std::memory_order_relaxed);
+  return true;
+}
+bool set_cuda_attention_pack(int mode) {
+  TF_CHECK(mode >= -1 && mode <= 1);
+  tf::cuda::g_pack.store(mode, std::memory_order_relaxed);
   return true;
 }
 }  // namespace tf::test_hooks

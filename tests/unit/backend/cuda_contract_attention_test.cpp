@@ -327,13 +327,13 @@ TEST_F(CudaContract, AttentionVariants) {
 
 // ---- key splits --------------------------------------------------------------------------------
 // attention_split.cuh: a row's keys are folded every 512 keys from its range begin, inside the block
-// (prefill, vision) or one block per split and a merge (calls of few rows per sequence). Decode rows over
-// caches around and past the split points must have the bits of the same rows inside prefill chunks (the wide
-// variant, or variant 0 at head_dim 256), of the same call folded in the block (partials off), of the call
-// with a wider block table (a decode graph's), and of each row alone over its keys laid out contiguously;
-// and stay within the CPU tolerance. Control: split points moved to every 256 keys must change exactly the
-// rows with more than 256 keys, so the exact comparisons would see a fold placed by anything but the row's
-// own range.
+// (prefill, vision) or one block per split and a merge (calls of few rows per sequence, whose blocks also
+// pack the query heads of one kv head as rows). Decode rows (and 5-row verifications) over caches around and
+// past the split points must have the bits of the same rows inside prefill chunks (the wide variant, or
+// variant 0 at head_dim 256), of the same call folded in the block (partials off), of the call with a wider
+// block table (a decode graph's), and of each row alone over its keys laid out contiguously; and stay within
+// the CPU tolerance. Control: split points moved to every 256 keys must change exactly the rows with more
+// than 256 keys, so the exact comparisons would see a fold placed by anything but the row's own range.
 Buffer pick_rows(const Buffer& b, const std::vector<int64_t>& rows) {
   const int64_t row = b.numel() / b.shape()[0];
   const size_t bytes = static_cast<size_t>(row) * dtype_size(b.dtype());
@@ -360,6 +360,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
     ~Restore() {
       test_hooks::set_cuda_attention_split(0);
       test_hooks::set_cuda_attention_partials(true);
+      test_hooks::set_cuda_attention_pack(-1);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -386,7 +387,24 @@ TEST_F(CudaContract, AttentionKeySplits) {
     const Buffer decode = run_paged_rows(dev(), in, q1, s1, r1, in.tables);
     EXPECT_TRUE(Exact(pick_rows(prefill, last), decode))
         << "decode rows against the same rows in prefill chunks";
+    std::vector<int64_t> last5;  // a draft verification: each segment's last 5 rows (split-parallel, packed)
+    std::vector<int32_t> sr5{0};
+    for (size_t s = 0; s < n_seg; ++s) {
+      for (int64_t r = 125; r < 130; ++r) last5.push_back(static_cast<int64_t>(s) * 130 + r);
+      sr5.push_back(static_cast<int32_t>(5 * (s + 1)));
+    }
+    ASSERT_TRUE(test_hooks::set_cuda_attention_pack(1));  // packed, whatever the grid size
+    EXPECT_TRUE(Exact(pick_rows(prefill, last5), run_paged_rows(dev(), in, pick_rows(in.q, last5),
+                                                                i32({static_cast<int64_t>(n_seg) + 1}, sr5),
+                                                                pick_rows(in.ranges, last5), in.tables)))
+        << "verification rows (5 per segment) against the same rows in prefill chunks";
+    ASSERT_TRUE(test_hooks::set_cuda_attention_pack(-1));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, wide))) << "a block table twice as wide";
+    for (int pack : {0, 1}) {  // kv-head groups packed into one block or not: the same bits
+      ASSERT_TRUE(test_hooks::set_cuda_attention_pack(pack));
+      EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables))) << "pack " << pack;
+    }
+    ASSERT_TRUE(test_hooks::set_cuda_attention_pack(-1));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
         << "split-parallel against folded in the block";
