@@ -30,4 +30,31 @@ inline void fill_bf16(void* dev, int64_t n, uint32_t seed, uint32_t ex_base, uin
   TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
 }
 
+// Captures what `launch` queues on stream s into a graph, replays it once to warm up, then times one replay:
+// milliseconds.
+template <class F>
+float graph_replay_ms(cudaStream_t s, F launch) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  launch();
+  TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
+  cudaEvent_t e0, e1;
+  TF_CUDA_CHECK(cudaEventCreate(&e0));
+  TF_CUDA_CHECK(cudaEventCreate(&e1));
+  TF_CUDA_CHECK(cudaEventRecord(e0, s));
+  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
+  TF_CUDA_CHECK(cudaEventRecord(e1, s));
+  TF_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  TF_CUDA_CHECK(cudaEventDestroy(e0));
+  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
+  TF_CUDA_CHECK(cudaGraphDestroy(g));
+  return ms;
+}
+
 }  // namespace tf::bench

@@ -46,27 +46,12 @@ template <class F>
 double graph_us(cudaStream_t s, int reps, F f) {
   f();
   TF_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int r = 0; r < reps; ++r) f();
-  TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
-  cudaEvent_t e0, e1;
-  TF_CUDA_CHECK(cudaEventCreate(&e0));
-  TF_CUDA_CHECK(cudaEventCreate(&e1));
-  TF_CUDA_CHECK(cudaEventRecord(e0, s));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
-  TF_CUDA_CHECK(cudaEventRecord(e1, s));
-  TF_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  TF_CUDA_CHECK(cudaEventDestroy(e0));
-  TF_CUDA_CHECK(cudaEventDestroy(e1));
-  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  TF_CUDA_CHECK(cudaGraphDestroy(g));
-  return 1e3 * ms / reps;
+  return 1e3 *
+         tf::bench::graph_replay_ms(s,
+                                    [&] {
+                                      for (int r = 0; r < reps; ++r) f();
+                                    }) /
+         reps;
 }
 
 // Paged decode rows: split-parallel against folded in the block; returns how many cases' bits differ.
@@ -181,36 +166,15 @@ int main(int argc, char** argv) {
     for (int var = 0; var < n_var; ++var) {
       tf::test_hooks::set_cuda_attention_variant(var);
       TF_CUDA_CHECK(cudaMemsetAsync(om, 0xff, got.size() * 2, s));
-      tf::cuda::launch_attention(s, q, k, v, rg, scale, out);  // warm-up, smem attributes
-      TF_CUDA_CHECK(cudaStreamSynchronize(s));
+      auto run = [&] { tf::cuda::launch_attention(s, q, k, v, rg, scale, out); };
+      const double us = graph_us(s, reps, run);  // warm-up first: smem attributes
       TF_CUDA_CHECK(
           cudaMemcpy(var == 0 ? ref.data() : got.data(), om, got.size() * 2, cudaMemcpyDeviceToHost));
       const bool same = var == 0 || got == ref;
       mismatches += same ? 0 : 1;
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int r = 0; r < reps; ++r) tf::cuda::launch_attention(s, q, k, v, rg, scale, out);
-      TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-      TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-      TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
-      cudaEvent_t e0, e1;
-      TF_CUDA_CHECK(cudaEventCreate(&e0));
-      TF_CUDA_CHECK(cudaEventCreate(&e1));
-      TF_CUDA_CHECK(cudaEventRecord(e0, s));
-      TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
-      TF_CUDA_CHECK(cudaEventRecord(e1, s));
-      TF_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      const double us = 1e3 * ms / reps;
       std::printf("%-16s %5lld %5lld %4lld | %3d %9.1f %8.1f %5s\n", sh.name, static_cast<long long>(sh.n),
                   static_cast<long long>(sh.heads), static_cast<long long>(sh.d), var, us,
                   flop / (us * 1e-6) / 1e12, same ? "same" : "DIFF");
-      TF_CUDA_CHECK(cudaEventDestroy(e0));
-      TF_CUDA_CHECK(cudaEventDestroy(e1));
-      TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
-      TF_CUDA_CHECK(cudaGraphDestroy(g));
     }
     tf::test_hooks::set_cuda_attention_variant(tf::test_hooks::cuda_attention_default());
     for (void* p : {qm, km, vm, om, rm}) TF_CUDA_CHECK(cudaFree(p));

@@ -73,23 +73,9 @@ Timing time_calls(cudaStream_t s, const std::vector<Tensor>& ws, const Tensor& x
   float eager_ms = 0;
   TF_CUDA_CHECK(cudaEventElapsedTime(&eager_ms, e0, e1));
 
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  TF_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  launch_all();
-  TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
-  TF_CUDA_CHECK(cudaEventRecord(e0, s));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
-  TF_CUDA_CHECK(cudaEventRecord(e1, s));
-  TF_CUDA_CHECK(cudaEventSynchronize(e1));
-  float graph_ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&graph_ms, e0, e1));
-  TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  TF_CUDA_CHECK(cudaGraphDestroy(g));
   TF_CUDA_CHECK(cudaEventDestroy(e0));
   TF_CUDA_CHECK(cudaEventDestroy(e1));
+  const float graph_ms = tf::bench::graph_replay_ms(s, launch_all);
   return {1e3 * eager_ms / reps, 1e3 * graph_ms / reps};
 }
 

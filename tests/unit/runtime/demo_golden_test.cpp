@@ -17,6 +17,7 @@
 #include "../models/oracle_noise.h"
 #include "base/sha256.h"
 #include "runtime/pipeline.h"
+#include "sanitized.h"
 #include "tensor/dtype.h"
 #include "test_pipeline.h"
 
@@ -41,13 +42,6 @@ struct Case {
   std::string model, name;
 };
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TF_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TF_TEST_SANITIZED 1
-#endif
-#endif
 #ifdef TF_TEST_SANITIZED
 // Under the sanitizers a whole page (demo-qwen35 `page`: 364 prompt tokens, ~110 new) takes ~5 minutes on two
 // cores: the sanitizer build runs the cases of at most this many prompt tokens (lines, blocks), which take

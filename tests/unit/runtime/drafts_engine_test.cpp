@@ -6,23 +6,12 @@
 #include <vector>
 
 #include "engine_test_util.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TF_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TF_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef TF_TEST_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+#include "sanitized.h"
 
 namespace tf {
 namespace {
 
+using enginetest::kSanitized;
 using enginetest::read_bytes;
 using enginetest::test_name;
 

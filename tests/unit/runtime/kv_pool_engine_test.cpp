@@ -8,14 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_test_util.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TF_KV_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TF_KV_TEST_SANITIZED 1
-#endif
-#endif
+#include "sanitized.h"
 
 namespace tf {
 namespace {
@@ -105,7 +98,7 @@ TEST_P(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
   };
   long rss_100 = 0;
-#ifdef TF_KV_TEST_SANITIZED
+#ifdef TF_TEST_SANITIZED
   constexpr int kWaves = 4;  // 200 requests: the sanitizers make each ~20x slower; the test gate runs 1,000
 #else
   constexpr int kWaves = 20;  // 1,000 requests
@@ -122,7 +115,7 @@ TEST_P(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
   }
   EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"free\"} 64\n")) << e->metrics_text();
   EXPECT_TRUE(metrics_reach(*e, "tensorfold_kv_blocks{state=\"total\"} 64\n")) << e->metrics_text();
-#ifdef TF_KV_TEST_SANITIZED
+#ifdef TF_TEST_SANITIZED
   // AddressSanitizer keeps freed memory in its quarantine (256 MiB), so RSS grows by design there; the
   // plain build (the test gate) holds RSS to the bound.
   (void)rss_100;
