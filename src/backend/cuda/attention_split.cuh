@@ -62,6 +62,32 @@ __device__ __forceinline__ float fold_o(float o, float acc, float cr, float cs) 
   return __fadd_rn(__fmul_rn(o, cr), __fmul_rn(acc, cs));
 }
 
+// Folds the split just ended of one mma fragment (a thread's two rows rr = 0, 1: m, l, and acc[NO][4],
+// columns c = 0, 1 of row 0 and 2, 3 of row 1) into the rows' running (M, L) and the running O in shared
+// memory, o[(a * 4 + c) * stride]; then starts the next split from a fresh state (m = -inf, l = 0, acc = 0).
+template <int NO>
+__device__ __forceinline__ void fold_fragment(float (&M)[2], float (&L)[2], float (&m)[2], float (&l)[2],
+                                              float (&acc)[NO][4], float* o, int stride) {
+  FoldOp op[2];
+  float cr[2] = {0.0f, 0.0f}, cs[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    op[rr] = fold_ml(M[rr], L[rr], m[rr], l[rr], cr[rr], cs[rr]);
+    m[rr] = -INFINITY;
+    l[rr] = 0.0f;
+  }
+#pragma unroll
+  for (int a = 0; a < NO; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int rr = c / 2;
+      float& oc = o[(a * 4 + c) * stride];
+      if (op[rr] == FoldOp::kCopy) oc = acc[a][c];
+      if (op[rr] == FoldOp::kFold) oc = fold_o(oc, acc[a][c], cr[rr], cs[rr]);
+      acc[a][c] = 0.0f;
+    }
+}
+
 // The split-parallel form's workspace (attention_merge.cu): for split z, row i, head h:
 // ml[((z * n_q + i) * heads + h) * 2 + {0, 1}] = (m, l), acc[((z * n_q + i) * heads + h) * d + col].
 struct Partials {

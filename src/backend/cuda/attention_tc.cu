@@ -41,7 +41,6 @@ namespace {
 
 using namespace mma;
 using attn::ex2;
-using attn::FoldOp;
 using attn::kLog2e;
 
 // DP: head_dim padded to 16; BN: keys per tile; WARPS: 16 query rows each.
@@ -142,26 +141,7 @@ __global__ void __launch_bounds__(128)
   const bool partial = part.n_split > 0;
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};  // folding: the rows' running result
   // Folds the split just ended into (M, L, O) and starts the next one from a fresh state.
-  auto fold = [&] {
-    FoldOp op[2];
-    float cr[2] = {0.0f, 0.0f}, cs[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      op[rr] = attn::fold_ml(M[rr], L[rr], m[rr], l[rr], cr[rr], cs[rr]);
-      m[rr] = -INFINITY;
-      l[rr] = 0.0f;
-    }
-#pragma unroll
-    for (int a = 0; a < NO; ++a)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int rr = c / 2;
-        float& o = os[(a * 4 + c) * 128];
-        if (op[rr] == FoldOp::kCopy) o = acc[a][c];
-        if (op[rr] == FoldOp::kFold) o = attn::fold_o(o, acc[a][c], cr[rr], cs[rr]);
-        acc[a][c] = 0.0f;
-      }
-  };
+  auto fold = [&] { attn::fold_fragment<NO>(M, L, m, l, acc, os, 128); };
 
   auto load_kv = [&](int buf, int64_t j0, int64_t e) {
     bf16_t* kd = ks + buf * BN * LD;

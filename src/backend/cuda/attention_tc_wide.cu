@@ -35,7 +35,6 @@ namespace {
 
 using namespace mma;
 using attn::ex2;
-using attn::FoldOp;
 using attn::kLog2e;
 
 template <int DP_, int WARPS_, int MT_, int STAGES_, int MINB_>
@@ -140,26 +139,9 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
   // Folds the split just ended into (M, L, O) and starts the next one from a fresh state.
   auto fold = [&] {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      FoldOp op[2];
-      float cr[2] = {0.0f, 0.0f}, cs[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        op[rr] = attn::fold_ml(M[mt][rr], L[mt][rr], m[mt][rr], l[mt][rr], cr[rr], cs[rr]);
-        m[mt][rr] = -INFINITY;
-        l[mt][rr] = 0.0f;
-      }
-#pragma unroll
-      for (int a = 0; a < NO; ++a)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int rr = c / 2;
-          float& o = os[((mt * NO + a) * 4 + c) * C::kThreads + threadIdx.x];
-          if (op[rr] == FoldOp::kCopy) o = acc[mt][a][c];
-          if (op[rr] == FoldOp::kFold) o = attn::fold_o(o, acc[mt][a][c], cr[rr], cs[rr]);
-          acc[mt][a][c] = 0.0f;
-        }
-    }
+    for (int mt = 0; mt < MT; ++mt)
+      attn::fold_fragment<NO>(M[mt], L[mt], m[mt], l[mt], acc[mt],
+                              os + mt * NO * 4 * C::kThreads + threadIdx.x, C::kThreads);
   };
 
   auto load_kv = [&](int buf, int64_t j0, int64_t e) {
