@@ -1,5 +1,6 @@
-// Whether this test binary is built with AddressSanitizer (scripts/test.sh's asan-test gate, ~20x slower):
-// the heaviest cases shrink there (fewer requests, cut points or long prompts) and run whole in the test gate.
+// Whether this test binary is built with AddressSanitizer (scripts/test.sh's asan-test gate, ~5-10x slower):
+// the heaviest cases shrink there (fewer requests, cut points or long prompts) and run whole in the test
+// gate.
 #pragma once
 
 #if defined(__SANITIZE_ADDRESS__)

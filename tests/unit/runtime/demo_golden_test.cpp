@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../models/oracle_noise.h"
+#include "../sanitized.h"
 #include "base/sha256.h"
 #include "runtime/pipeline.h"
-#include "sanitized.h"
 #include "tensor/dtype.h"
 #include "test_pipeline.h"
 
@@ -44,9 +44,9 @@ struct Case {
 
 #ifdef TF_TEST_SANITIZED
 // Under the sanitizers a whole page (demo-qwen35 `page`: 364 prompt tokens, ~110 new) takes ~5 minutes on two
-// cores: the sanitizer build runs the cases of at most this many prompt tokens (lines, blocks), which take
-// the same code paths; the test gate runs every case.
-constexpr int64_t kMaxPromptTokens = 200;
+// cores and a table or receipt ~2: the sanitizer build runs the cases of at most this many prompt tokens (the
+// lines), which take the same code paths; the test gate runs every case.
+constexpr int64_t kMaxPromptTokens = 100;
 #else
 constexpr int64_t kMaxPromptTokens = INT64_MAX;
 #endif

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../sanitized.h"
 #include "engine_test_util.h"
-#include "sanitized.h"
 
 namespace tf {
 namespace {
@@ -99,7 +99,7 @@ TEST_P(KvPoolEngine, EveryBlockIsFreeAfterAThousandRequests) {
   };
   long rss_100 = 0;
 #ifdef TF_TEST_SANITIZED
-  constexpr int kWaves = 4;  // 200 requests: the sanitizers make each ~20x slower; the test gate runs 1,000
+  constexpr int kWaves = 2;  // 100 requests under the sanitizers; the test gate runs 1,000
 #else
   constexpr int kWaves = 20;  // 1,000 requests
 #endif
