@@ -212,8 +212,22 @@ class Model {
   virtual Status enable_mtp(SequenceCache& /*cache*/) { return make_error("this model has no MTP layers"); }
   // Up to k greedy MTP proposals for the tokens after `next_token`, the sampled token that follows
   // the cache's last position (it is not forwarded yet). Proposals only: the caller verifies them.
-  virtual Expected<std::vector<int32_t>> propose_mtp(SequenceCache& /*cache*/, int32_t /*next_token*/,
-                                                     int /*k*/) {
+  struct MtpRequest {
+    SequenceCache* cache = nullptr;
+    int32_t next_token = 0;
+    int k = 0;
+  };
+  Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) {
+    const MtpRequest r{&cache, next_token, k};
+    TF_ASSIGN(std::vector<std::vector<int32_t>> d, propose_mtp_batch(std::span<const MtpRequest>(&r, 1)));
+    return std::move(d[0]);
+  }
+  // propose_mtp for several sequences (distinct caches) at once: each chain's step i of every sequence
+  // runs as one row of one MTP pass, so k passes (one argmax download each) serve the whole batch. A
+  // sequence's proposals and cache are bit for bit what propose_mtp alone gives (rows never depend on
+  // the other rows of a pass). Every request is checked before anything runs: error, nothing changed.
+  virtual Expected<std::vector<std::vector<int32_t>>> propose_mtp_batch(
+      std::span<const MtpRequest> /*reqs*/) {
     return make_error("this model has no MTP layers");
   }
 };

@@ -89,25 +89,43 @@ Status Drafter::begin(SequenceCache& cache) {
   return {};
 }
 
-Expected<Drafter::Plan> Drafter::plan(SequenceCache& cache, std::span<const int32_t> prompt,
-                                      std::span<const int32_t> output, int64_t max_new) {
-  if (output.empty()) return make_error("drafts: decoding needs a sampled token to continue from");
+int Drafter::draft_budget(const SequenceCache& cache, std::span<const int32_t> prompt,
+                          std::span<const int32_t> output, int64_t max_new) {
+  if (output.empty()) return 0;
   const int64_t pos = static_cast<int64_t>(prompt.size() + output.size()) - 1;
   // k drafts yield up to k + 1 tokens and write positions pos .. pos + k.
   const int64_t room = std::min<int64_t>(max_new - 1, cache.capacity() - 1 - pos);
-  int k = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(opts_.k, room), 0, opts_.k));
+  const int k = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(opts_.k, room), 0, opts_.k));
   if (skip_ > 0) {
     --skip_;
-    k = 0;
+    return 0;
   }
+  return k;
+}
+
+Expected<Drafter::Plan> Drafter::plan(SequenceCache& cache, std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output, int64_t max_new) {
+  if (output.empty()) return make_error("drafts: decoding needs a sampled token to continue from");
+  const int k = draft_budget(cache, prompt, output, max_new);
+  std::vector<int32_t> mtp;
+  if (k > 0 && mode_ == DraftMode::kMtp) {
+    TF_ASSIGN(mtp, model_.propose_mtp(cache, output.back(), k));
+  }
+  return plan_with(prompt, output, k, std::move(mtp));
+}
+
+Expected<Drafter::Plan> Drafter::plan_with(std::span<const int32_t> prompt, std::span<const int32_t> output,
+                                           int k, std::vector<int32_t> mtp_drafts) {
+  if (output.empty()) return make_error("drafts: decoding needs a sampled token to continue from");
+  std::vector<int32_t> drafts;
+  if (k > 0 && mode_ == DraftMode::kCopy)
+    drafts = propose_copy(prompt, output, k, opts_.max_ngram, opts_.min_ngram,
+                          static_cast<int32_t>(model_.info().image_token_id));
+  if (k > 0 && mode_ == DraftMode::kMtp) drafts = std::move(mtp_drafts);
+  const int64_t pos = static_cast<int64_t>(prompt.size() + output.size()) - 1;
   Plan p;
-  if (k > 0 && mode_ == DraftMode::kCopy) {
-    p.drafts = propose_copy(prompt, output, k, opts_.max_ngram, opts_.min_ngram,
-                            static_cast<int32_t>(model_.info().image_token_id));
-  } else if (k > 0 && mode_ == DraftMode::kMtp) {
-    TF_ASSIGN(p.drafts, model_.propose_mtp(cache, output.back(), k));
-    if (static_cast<int>(p.drafts.size()) > k) p.drafts.resize(static_cast<size_t>(k));
-  }
+  p.drafts = std::move(drafts);
+  if (static_cast<int>(p.drafts.size()) > k) p.drafts.resize(static_cast<size_t>(std::max(k, 0)));
   // An image placeholder is never a draft: a row holding one would need image embeddings.
   const auto img =
       std::find(p.drafts.begin(), p.drafts.end(), static_cast<int32_t>(model_.info().image_token_id));

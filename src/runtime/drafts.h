@@ -91,6 +91,15 @@ class Drafter {
   };
   Expected<Plan> plan(SequenceCache& cache, std::span<const int32_t> prompt, std::span<const int32_t> output,
                       int64_t max_new);
+  // plan() in two halves, for an engine that proposes the MTP drafts of all its sequences in one call
+  // (Model::propose_mtp_batch): draft_budget() says how many drafts this step may take (0 while backing
+  // off; call it once per step, it counts the back-off down); plan_with() builds the rows for that budget
+  // k, with the copy drafts it proposes itself or (mode kMtp) the MTP proposals made for k. plan() is
+  // draft_budget(), propose_mtp when it applies, then plan_with().
+  int draft_budget(const SequenceCache& cache, std::span<const int32_t> prompt,
+                   std::span<const int32_t> output, int64_t max_new);
+  Expected<Plan> plan_with(std::span<const int32_t> prompt, std::span<const int32_t> output, int k,
+                           std::vector<int32_t> mtp_drafts = {});
   Expected<Step> complete(SequenceCache& cache, const Plan& plan, Buffer logits,
                           const SamplingParams& sampling);
   // complete() from each verified row's token as the device chose it (ids[i] for row i: the argmax, or

@@ -113,7 +113,10 @@ class Engine final : public EngineApi {
   void run_vision(const std::vector<Sequence*>& seqs, std::vector<bool>& ok);
   // The rows of a prefill chunk of at most max_rows (false: none fit) / of a decode step.
   bool plan_prefill(Sequence& s, int64_t max_rows, Work& w);
-  Status plan_decode(Sequence& s, Work& w);
+  // The decode rows of every decoding sequence (with its drafts), in admission order; the MTP drafts of
+  // all of them come from one Model::propose_mtp_batch call. A sequence that fails is finished with an
+  // error and reset in `active`.
+  void plan_decodes(std::vector<std::unique_ptr<Sequence>>& active, std::vector<Work>& work);
   bool plan_replay(Sequence& s, int64_t max_rows, Work& w);
   // After the forward: caches prompt blocks, takes the sampled tokens and emits; false when the sequence
   // finished. records: the work's logit rows' Backend::sample records [rows, width] (StepOutput::kSampled:

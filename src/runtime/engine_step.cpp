@@ -55,27 +55,78 @@ bool Engine::plan_replay(Sequence& s, int64_t max_rows, Work& w) {
   return true;
 }
 
-Status Engine::plan_decode(Sequence& s, Work& w) {
-  w.s = &s;
-  w.prefill = false;
-  if (s.drafter) {
-    int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
-    // No draft past what the whole pool holds: alone there, the sequence would end at the draft
-    // rows' blocks instead of at its last position (drafts never change the output otherwise).
-    if (const Model::KvPoolStats ps = pipe_->model().kv_pool_stats(); ps.block_bytes > 0) {
-      const int64_t pos = static_cast<int64_t>(s.prompt.ids.size() + s.output.size()) - 1;
-      left = std::min(left, ps.blocks * kKvBlock - pos);
+void Engine::plan_decodes(std::vector<std::unique_ptr<Sequence>>& active, std::vector<Work>& work) {
+  Model& m = pipe_->model();
+  std::vector<Sequence*> seqs;  // the decoding sequences
+  std::vector<int> ks;          // their draft budgets
+  std::vector<Model::MtpRequest> mtp;
+  std::vector<size_t> mtp_of;  // mtp[j] is seqs[mtp_of[j]]'s
+  for (auto& sp : active) {
+    if (!sp || sp->phase != Sequence::Phase::Decode) continue;
+    Sequence& s = *sp;
+    int k = 0;
+    if (s.drafter) {
+      int64_t left = s.max_tokens - static_cast<int64_t>(s.output.size());
+      // No draft past what the whole pool holds: alone there, the sequence would end at the draft
+      // rows' blocks instead of at its last position (drafts never change the output otherwise).
+      if (const Model::KvPoolStats ps = m.kv_pool_stats(); ps.block_bytes > 0) {
+        const int64_t pos = static_cast<int64_t>(s.prompt.ids.size() + s.output.size()) - 1;
+        left = std::min(left, ps.blocks * kKvBlock - pos);
+      }
+      k = s.drafter->draft_budget(*s.cache, s.prompt.ids, s.output, left);
+      if (k > 0 && s.drafter->mode() == DraftMode::kMtp) {
+        mtp.push_back({s.cache.get(), s.output.back(), k});
+        mtp_of.push_back(seqs.size());
+      }
     }
-    TF_ASSIGN(Drafter::Plan p, s.drafter->plan(*s.cache, s.prompt.ids, s.output, left));
-    w.batch = p.batch;
-    w.plan = std::move(p);
-    return {};
+    seqs.push_back(&s);
+    ks.push_back(k);
   }
-  const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
-  w.batch.token_ids = {s.output.back()};
-  w.batch.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
-  w.batch.logit_rows = {0};
-  return {};
+  std::vector<std::vector<int32_t>> proposals(seqs.size());
+  std::vector<std::string> failed(seqs.size());
+  if (!mtp.empty()) {
+    auto all = m.propose_mtp_batch(mtp);
+    for (size_t j = 0; j < mtp.size(); ++j) {
+      if (all.ok()) {
+        proposals[mtp_of[j]] = std::move((*all)[j]);
+        continue;
+      }
+      // The call checks every request before it runs any: find the bad ones alone.
+      auto one = m.propose_mtp(*mtp[j].cache, mtp[j].next_token, mtp[j].k);
+      if (one.ok())
+        proposals[mtp_of[j]] = std::move(one).value();
+      else
+        failed[mtp_of[j]] = one.error().message;
+    }
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    Work w;
+    w.s = &s;
+    w.prefill = false;
+    if (s.drafter && failed[i].empty()) {
+      auto p = s.drafter->plan_with(s.prompt.ids, s.output, ks[i], std::move(proposals[i]));
+      if (p.ok()) {
+        w.batch = p->batch;
+        w.plan = std::move(p).value();
+      } else {
+        failed[i] = p.error().message;
+      }
+    } else if (!s.drafter) {
+      const int64_t n_prompt = static_cast<int64_t>(s.prompt.ids.size());
+      w.batch.token_ids = {s.output.back()};
+      w.batch.positions = {static_cast<int32_t>(n_prompt + static_cast<int64_t>(s.output.size()) - 1)};
+      w.batch.logit_rows = {0};
+    }
+    if (!failed[i].empty()) {
+      s.channel->push(error_event(500, failed[i]));
+      finish(s, "error");
+      for (auto& sp : active)
+        if (sp.get() == &s) sp.reset();
+      continue;
+    }
+    work.push_back(std::move(w));
+  }
 }
 
 bool Engine::finish_work(Work& w, const int32_t* records, int64_t width) {
@@ -154,18 +205,8 @@ void Engine::run_step(std::vector<std::unique_ptr<Sequence>>& active) {
   std::vector<Work> work;
   work.reserve(active.size());
   int64_t budget = max_batch_tokens_;
-  for (auto& sp : active) {
-    if (sp->phase != Sequence::Phase::Decode) continue;
-    Work w;
-    if (Status st = plan_decode(*sp, w); !st.ok()) {
-      sp->channel->push(error_event(500, st.error().message));
-      finish(*sp, "error");
-      sp.reset();
-      continue;
-    }
-    budget -= static_cast<int64_t>(w.batch.token_ids.size());
-    work.push_back(std::move(w));
-  }
+  plan_decodes(active, work);
+  for (const Work& w : work) budget -= static_cast<int64_t>(w.batch.token_ids.size());
   for (auto& sp : active) {
     if (!sp || (sp->phase != Sequence::Phase::Prefill && sp->phase != Sequence::Phase::Replay)) continue;
     const bool first =

@@ -184,7 +184,7 @@ class Qwen35Model final : public Model {
   Expected<CacheBlock> snapshot(SequenceCache& cache, int64_t begin, int64_t end) override;
   Status restore(SequenceCache& cache, const std::vector<const CacheBlock*>& blocks) override;
 
-  Expected<std::vector<int32_t>> propose_mtp(SequenceCache& cache, int32_t next_token, int k) override;
+  Expected<std::vector<std::vector<int32_t>>> propose_mtp_batch(std::span<const MtpRequest> reqs) override;
 
  private:
   // model.cpp: allocates the state pool (set_state_slots, or the first new_cache)

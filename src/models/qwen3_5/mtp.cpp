@@ -193,32 +193,83 @@ void Qwen35Model::mtp_follow(std::span<const SegRows> segs, const Tensor& xn) {
   }
 }
 
-Expected<std::vector<int32_t>> Qwen35Model::propose_mtp(SequenceCache& seq_cache, int32_t next_token, int k) {
-  auto* c = dynamic_cast<Qwen35Cache*>(&seq_cache);
-  if (!c) return make_error("propose_mtp: the cache was not made by this model");
-  if (!c->mtp.on) return make_error("propose_mtp: enable_mtp was not called for this cache");
+Expected<std::vector<std::vector<int32_t>>> Qwen35Model::propose_mtp_batch(std::span<const MtpRequest> reqs) {
   const TextConfig& t = cfg_.text;
-  if (next_token < 0 || next_token >= t.vocab_size)
-    return make_error("propose_mtp: token id " + std::to_string(next_token) + " is outside the vocabulary");
-  std::vector<int32_t> drafts;
-  const int64_t p0 = c->n_past() - 1;
-  if (p0 < 0 || c->mtp.n_done < p0) return drafts;  // nothing followed yet
+  // Each chain: request i, its cache, and p0 = the cache's last position (the chain's step z runs at
+  // MTP position p0 + z, pairing the hidden state there with the token after it).
+  struct Chain {
+    size_t i = 0;
+    Qwen35Cache* c = nullptr;
+    int64_t p0 = 0;
+    int k = 0;
+  };
+  std::vector<Chain> chains;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const MtpRequest& r = reqs[i];
+    auto* c = dynamic_cast<Qwen35Cache*>(r.cache);
+    if (!c) return make_error("propose_mtp: the cache was not made by this model");
+    if (!c->mtp.on) return make_error("propose_mtp: enable_mtp was not called for this cache");
+    if (r.next_token < 0 || r.next_token >= t.vocab_size)
+      return make_error("propose_mtp: token id " + std::to_string(r.next_token) +
+                        " is outside the vocabulary");
+    for (const Chain& o : chains)
+      if (o.c == c) return make_error("propose_mtp: the same cache twice in one call");
+    const int64_t p0 = c->n_past() - 1;
+    const int k =
+        static_cast<int>(std::min<int64_t>(std::max(r.k, 0), c->capacity() - std::max<int64_t>(p0, 0)));
+    if (p0 < 0 || c->mtp.n_done < p0 || k <= 0) continue;  // nothing followed yet, or nothing asked
+    chains.push_back({i, c, p0, k});
+  }
+  std::vector<std::vector<int32_t>> drafts(reqs.size());
+  if (chains.empty()) return drafts;
   Backend& b = backend_;
-  DeviceBuffer hid = b.alloc(info_.dtype, {1, t.hidden_size});
-  b.copy(c->mtp.hidden, hid);
-  int32_t tok = next_token;
-  DeviceBuffer lg = b.alloc(info_.dtype, {1, t.vocab_size}), lf = b.alloc(DType::F32, {1, t.vocab_size});
-  DeviceBuffer best = b.alloc(DType::I32, {1});
-  for (int i = 0; i < k && p0 + i < c->capacity(); ++i) {
-    const SegRows row{0, 1, c, p0 + i, nullptr};
-    DeviceBuffer out = mtp_rows(std::span<const SegRows>(&row, 1), hid, {tok});
-    if (i == 0) c->mtp.n_done = p0 + 1;  // position p0 paired h_p0 with the real next token
+  const int64_t hs = t.hidden_size, V = t.vocab_size;
+  // Step z's rows: the chains with more than z steps, in request order; row j's input hidden state is
+  // hid[j] (step 0: the target's at p0; then the chain's own previous output) and its token tok[j].
+  DeviceBuffer hid = b.alloc(info_.dtype, {static_cast<int64_t>(chains.size()), hs});
+  std::vector<int32_t> tok;
+  for (size_t j = 0; j < chains.size(); ++j) {
+    b.copy(chains[j].c->mtp.hidden,
+           hid.tensor().slice_rows(static_cast<int64_t>(j), static_cast<int64_t>(j) + 1));
+    tok.push_back(reqs[chains[j].i].next_token);
+  }
+  for (int z = 0; !chains.empty(); ++z) {
+    const int64_t n = static_cast<int64_t>(chains.size());
+    std::vector<SegRows> rows;
+    for (int64_t j = 0; j < n; ++j)
+      rows.push_back(
+          {j, j + 1, chains[static_cast<size_t>(j)].c, chains[static_cast<size_t>(j)].p0 + z, nullptr});
+    DeviceBuffer out = mtp_rows(rows, hid, tok);
+    if (z == 0)
+      for (const Chain& ch : chains) ch.c->mtp.n_done = ch.p0 + 1;  // p0 paired h_p0 with the real next token
+    DeviceBuffer lg = b.alloc(info_.dtype, {n, V}), lf = b.alloc(DType::F32, {n, V}),
+                 best = b.alloc(DType::I32, {n});
     b.linear(out, w_.lm_head_weight(), nullptr, lg);
     b.cast(lg, lf);
     b.argmax(lf, best);
-    b.download(best, &tok);
-    drafts.push_back(tok);
-    hid = std::move(out);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    b.download(best, ids.data());
+    // The chains that go on keep their rows of out as the next step's hidden states.
+    std::vector<Chain> next;
+    std::vector<int32_t> keep;
+    tok.clear();
+    for (int64_t j = 0; j < n; ++j) {
+      const Chain& ch = chains[static_cast<size_t>(j)];
+      drafts[ch.i].push_back(ids[static_cast<size_t>(j)]);
+      if (z + 1 < ch.k) {
+        next.push_back(ch);
+        keep.push_back(static_cast<int32_t>(j));
+        tok.push_back(ids[static_cast<size_t>(j)]);
+      }
+    }
+    if (next.empty()) break;
+    if (next.size() == chains.size()) {
+      hid = std::move(out);
+    } else {
+      hid = b.alloc(info_.dtype, {static_cast<int64_t>(next.size()), hs});
+      b.gather_rows(out, upload_i32(b, keep), hid);
+    }
+    chains = std::move(next);
   }
   return drafts;
 }

@@ -16,26 +16,30 @@
 #include "models/lighton_ocr/model.h"
 #include "models/qwen3_5/model.h"
 #include "models/registry.h"
+#include "planted_linear_backend.h"
 
 namespace tf {
 namespace {
 
 struct Loaded {
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Backend> backend, planted;
   std::unique_ptr<Model> model;
 };
 
-Loaded load(const std::string& rel) {
+// planted: the model runs on a PlantedLinearBackend over the test backend (a linear whose sums depend on
+// the row count).
+Loaded load(const std::string& rel, bool planted = false) {
   const std::string dir = std::string(TF_SOURCE_DIR) + "/" + rel;
   Loaded out;
   auto be = create_backend(test_backend_name());
   EXPECT_TRUE(be.ok());
   out.backend = std::move(be).value();
+  if (planted) out.planted = std::make_unique<PlantedLinearBackend>(*out.backend);
   auto cfg = JsonConfig::load(dir + "/config.json");
   EXPECT_TRUE(cfg.ok()) << dir;
   auto wm = WeightMap::open(dir);
   EXPECT_TRUE(wm.ok()) << dir;
-  auto m = load_model(*cfg, std::move(wm).value(), *out.backend);
+  auto m = load_model(*cfg, std::move(wm).value(), planted ? *out.planted : *out.backend);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   out.model = std::move(m).value();
   return out;
@@ -263,6 +267,94 @@ TEST(DraftsVerifyQwen35, MtpProposalsAreTokensAndLeaveTheTargetAlone) {
   EXPECT_EQ(lo.model->n_mtp_layers(), 0);
   auto lc = lo.model->new_cache(8);
   EXPECT_FALSE(lo.model->enable_mtp(*lc).ok());
+}
+
+// n sequences of different prompt lengths with MTP on, each prompt forwarded: caches[j] and the greedy
+// token after its prompt (next[j], the one propose_mtp continues from).
+struct MtpSeqs {
+  std::vector<std::unique_ptr<SequenceCache>> caches;
+  std::vector<int32_t> next;
+};
+
+MtpSeqs mtp_seqs(Model& m, int n) {
+  MtpSeqs out;
+  for (int j = 0; j < n; ++j) {
+    const std::vector<int32_t> prompt = prompt_ids(m, 9 + 7 * j);
+    auto c = m.new_cache(64);
+    EXPECT_TRUE(m.begin_prompt(*c, prompt, {}).ok());
+    EXPECT_TRUE(m.enable_mtp(*c).ok());
+    out.next.push_back(argmax_row(forward_rows(m, *c, prompt, 0, false, false), 0));
+    out.caches.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The MTP module's part of a cache: followed count, K/V rows [0, rows) (the chain writes past n_done),
+// the pending hidden state.
+std::vector<std::vector<uint8_t>> mtp_state(Model& m, SequenceCache& c, int64_t rows) {
+  auto& q = dynamic_cast<qwen3_5::Qwen35Cache&>(c);
+  Backend& b = m.backend();
+  return {{static_cast<uint8_t>(q.mtp.n_done)},
+          bytes_of(b, q.mtp.k[0].tensor().slice_rows(0, rows)),
+          bytes_of(b, q.mtp.v[0].tensor().slice_rows(0, rows)),
+          bytes_of(b, q.mtp.hidden)};
+}
+
+// Model::propose_mtp_batch (what the engine's steps call for all their MTP-drafting sequences) gives each
+// sequence the proposals propose_mtp gives it alone and leaves the same bytes in its cache, with chains of
+// different lengths (k = 4, 1, 3, 0, 2) dropping out of the passes as they end. Every request is checked
+// before anything runs. Planted control: with a linear whose sums depend on the row count the batched
+// chains leave other MTP K/V bytes.
+TEST(DraftsVerifyQwen35, MtpBatchEqualsEachAlone) {
+  const int ks[] = {4, 1, 3, 0, 2};
+  const int n = 5;
+  for (bool planted : {false, true}) {
+    Loaded L = load("tests/golden/ckpt/qwen3_5-tiny-bf16", planted);
+    ASSERT_TRUE(L.model);
+    Model& m = *L.model;
+    MtpSeqs a = mtp_seqs(m, n), b = mtp_seqs(m, n);
+    std::vector<std::vector<int32_t>> alone;
+    for (int j = 0; j < n; ++j) {
+      auto d = m.propose_mtp(*a.caches[static_cast<size_t>(j)], a.next[static_cast<size_t>(j)], ks[j]);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      EXPECT_EQ(d->size(), static_cast<size_t>(ks[j]));
+      alone.push_back(std::move(d).value());
+    }
+    std::vector<Model::MtpRequest> reqs;
+    for (int j = 0; j < n; ++j)
+      reqs.push_back({b.caches[static_cast<size_t>(j)].get(), b.next[static_cast<size_t>(j)], ks[j]});
+    auto batched = m.propose_mtp_batch(reqs);
+    ASSERT_TRUE(batched.ok()) << batched.error().message;
+    ASSERT_EQ(batched->size(), static_cast<size_t>(n));
+    int differing = 0;
+    for (int j = 0; j < n; ++j) {
+      const size_t u = static_cast<size_t>(j);
+      const int64_t rows = dynamic_cast<qwen3_5::Qwen35Cache&>(*a.caches[u]).n_past() + ks[j];
+      const bool same = mtp_state(m, *a.caches[u], rows) == mtp_state(m, *b.caches[u], rows);
+      differing += !same;
+      if (!planted) {
+        EXPECT_EQ((*batched)[u], alone[u]) << "sequence " << j;
+        EXPECT_TRUE(same) << "sequence " << j << ": the batched chain left other MTP state";
+      }
+    }
+    if (planted) {
+      EXPECT_GT(dynamic_cast<PlantedLinearBackend&>(*L.planted).n_planted, 0);
+      EXPECT_GT(differing, 0) << "the check misses MTP rows that depend on their batch";
+      continue;
+    }
+    // Refusals change nothing: a cache without MTP, the same cache twice, a token outside the vocabulary.
+    auto plain = m.new_cache(16);
+    const std::vector<int32_t> p3 = prompt_ids(m, 3);
+    ASSERT_TRUE(m.begin_prompt(*plain, p3, {}).ok());
+    const int64_t rows = dynamic_cast<qwen3_5::Qwen35Cache&>(*b.caches[0]).n_past() + 4;
+    const auto before = mtp_state(m, *b.caches[0], rows);
+    for (auto bad : {std::vector<Model::MtpRequest>{reqs[0], {plain.get(), 1, 2}},
+                     std::vector<Model::MtpRequest>{reqs[0], reqs[0]},
+                     std::vector<Model::MtpRequest>{reqs[0], {reqs[1].cache, -1, 2}}}) {
+      EXPECT_FALSE(m.propose_mtp_batch(bad).ok());
+      EXPECT_TRUE(mtp_state(m, *b.caches[0], rows) == before);
+    }
+  }
 }
 
 }  // namespace
