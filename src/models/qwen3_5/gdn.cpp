@@ -27,7 +27,7 @@ bool recurrent(const SegRows& s) {
 
 }  // namespace
 
-GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs) {
+GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
   GdnStep p;
   std::vector<int32_t> all, chunked, rec;
   for (size_t i = 0; i < segs.size(); ++i) {
@@ -64,6 +64,20 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs) {
   p.all = up(all);
   p.chunked = up(chunked);
   p.recurrent = up(rec);
+  // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
+  const TextConfig& t = cfg_.text;
+  const int64_t kd = t.linear_num_key_heads * t.linear_key_head_dim;
+  const int64_t vd = t.linear_num_value_heads * t.linear_value_head_dim;
+  const int64_t u = std::gcd(t.linear_key_head_dim, t.linear_value_head_dim), per = (2 * kd + vd) / u;
+  std::vector<int32_t> rq, rk, rv;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < kd / u; ++j) rq.push_back(static_cast<int32_t>(i * per + j));
+    for (int64_t j = 0; j < kd / u; ++j) rk.push_back(static_cast<int32_t>(i * per + kd / u + j));
+    for (int64_t j = 0; j < vd / u; ++j) rv.push_back(static_cast<int32_t>(i * per + 2 * kd / u + j));
+  }
+  p.split_q = upload_i32(b, rq);
+  p.split_k = upload_i32(b, rk);
+  p.split_v = upload_i32(b, rv);
   return p;
 }
 
@@ -94,19 +108,13 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const Tensor* ks = plan.n_keep > 0 ? &keep_state.tensor() : nullptr;
   b.causal_conv1d_silu_slots(qkv, G.conv1d, states_->windows(pl), plan.all, conv, kc);
 
-  // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
+  // Split channels [q | k | v] with the step's row gathers over units of gcd(dk, dv) channels.
   const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
-  std::vector<int32_t> rq, rk, rv;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < kd / u; ++j) rq.push_back(static_cast<int32_t>(i * per + j));
-    for (int64_t j = 0; j < kd / u; ++j) rk.push_back(static_cast<int32_t>(i * per + kd / u + j));
-    for (int64_t j = 0; j < vd / u; ++j) rv.push_back(static_cast<int32_t>(i * per + 2 * kd / u + j));
-  }
   DeviceBuffer q = b.alloc(act, {n, hk, dk}), k = b.alloc(act, {n, hk, dk}), v = b.alloc(act, {n, hv, dv});
   const Tensor units = conv.tensor().reshaped({n * per, u});
-  b.gather_rows(units, upload_i32(b, rq), q.tensor().reshaped({n * kd / u, u}));
-  b.gather_rows(units, upload_i32(b, rk), k.tensor().reshaped({n * kd / u, u}));
-  b.gather_rows(units, upload_i32(b, rv), v.tensor().reshaped({n * vd / u, u}));
+  b.gather_rows(units, plan.split_q, q.tensor().reshaped({n * kd / u, u}));
+  b.gather_rows(units, plan.split_k, k.tensor().reshaped({n * kd / u, u}));
+  b.gather_rows(units, plan.split_v, v.tensor().reshaped({n * vd / u, u}));
 
   DeviceBuffer g = b.alloc(DType::F32, {n, hv}), beta = b.alloc(act, {n, hv});  // [n_rows, hv]
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);

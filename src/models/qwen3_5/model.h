@@ -105,6 +105,9 @@ struct SegRows {
 // layer, and `keeps` says whose they are.
 struct GdnStep {
   DeviceBuffer all, chunked, recurrent;
+  // gather_rows indices over the conv output viewed as units of gcd(dk, dv) channels: its q, k and v
+  // rows (the same for every linear-attention layer of the step, so made once).
+  DeviceBuffer split_q, split_k, split_v;
   int64_t n_keep = 0;
   struct Keep {
     size_t seg;        // index into the step's segments
@@ -112,6 +115,13 @@ struct GdnStep {
     bool rows;         // each row's (draft verification: cache.kept) or each multiple of 64's (block_states)
   };
   std::vector<Keep> keeps;
+};
+
+// gather_rows indices that split q_proj's output [n, heads * (query | gate)], viewed as [2 n heads,
+// head_dim], into its query rows and its gate rows: made once per call, shared by the call's full-attention
+// layers.
+struct QGateRows {
+  DeviceBuffer q, gate;
 };
 
 // Where one segment's rows put and read K/V in the MTP layer: k, v [capacity, Hkv, D] act.
@@ -200,8 +210,9 @@ class Qwen35Model final : public Model {
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
-  // gdn.cpp: the step's segments for the *_slots ops (once per step; every cache holds a slot).
-  GdnStep plan_gdn(std::span<const SegRows> segs);
+  // gdn.cpp: the step's segments for the *_slots ops and the q/k/v split of its n_rows rows (once per
+  // step; every cache holds a slot).
+  GdnStep plan_gdn(std::span<const SegRows> segs, int64_t n_rows);
   // gdn.cpp: one Gated DeltaNet mixer over x[n_rows, hidden] -> out[n_rows, hidden]: the conv and
   // delta rule of all segments in one call each, in place on their state slots; decode_rows segments
   // keep each row's conv window and state in cache.kept, prompt-cache segments each multiple of 64's
@@ -214,7 +225,9 @@ class Qwen35Model final : public Model {
   // ranges[n_rows, 2] I32: each row's keys in logical positions.
   void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
                       const Tensor& slots, const Tensor& ranges, const PagedKv* paged,
-                      std::span<const AttnKv> kv, const Tensor& out);
+                      std::span<const AttnKv> kv, const QGateRows& split, const Tensor& out);
+  // text.cpp: the QGateRows of n rows.
+  QGateRows q_gate_rows(int64_t n);
   // text.cpp: M-RoPE cos/sin [Σ n, rotary_dim] act, segments in order, each from its own cache's plan
   void mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin);
   // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot

@@ -17,7 +17,8 @@ namespace tf::qwen3_5 {
 
 void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
                                  const Tensor& sin, const Tensor& slots, const Tensor& ranges,
-                                 const PagedKv* paged, std::span<const AttnKv> kv, const Tensor& out) {
+                                 const PagedKv* paged, std::span<const AttnKv> kv, const QGateRows& split,
+                                 const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const DType act = info_.dtype;
@@ -27,16 +28,11 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
 
   DeviceBuffer qg = b.alloc(act, {n, 2 * qd});  // [n_rows, heads * (query (D) | gate (D))]
   b.linear(x, A.q_proj, nullptr, qg);
-  std::vector<int32_t> rq(static_cast<size_t>(n * nh)), rg(rq.size());
-  for (int64_t i = 0; i < n * nh; ++i) {
-    rq[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
-    rg[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i + 1);
-  }
   DeviceBuffer q = b.alloc(act, {n, qd}), gate = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
                v = b.alloc(act, {n, kvd}), attn = b.alloc(act, {n, qd});
   const Tensor halves = qg.tensor().reshaped({2 * n * nh, D});
-  b.gather_rows(halves, upload_i32(b, rq), q.tensor().reshaped({n * nh, D}));
-  b.gather_rows(halves, upload_i32(b, rg), gate.tensor().reshaped({n * nh, D}));
+  b.gather_rows(halves, split.q, q.tensor().reshaped({n * nh, D}));
+  b.gather_rows(halves, split.gate, gate.tensor().reshaped({n * nh, D}));
   b.linear(x, A.k_proj, nullptr, k);
   b.linear(x, A.v_proj, nullptr, v);
   const Tensor qf = q.tensor().reshaped({n * nh, D}), kf = k.tensor().reshaped({n * nkv, D});
@@ -61,6 +57,16 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   }
   b.sigmoid_mul(attn, gate, attn);
   b.linear(attn, A.o_proj, nullptr, out);
+}
+
+QGateRows Qwen35Model::q_gate_rows(int64_t n) {
+  const int64_t nh = cfg_.text.num_attention_heads;
+  std::vector<int32_t> rq(static_cast<size_t>(n * nh)), rg(rq.size());
+  for (int64_t i = 0; i < n * nh; ++i) {
+    rq[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i);
+    rg[static_cast<size_t>(i)] = static_cast<int32_t>(2 * i + 1);
+  }
+  return {upload_i32(backend_, rq), upload_i32(backend_, rg)};
 }
 
 void Qwen35Model::mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin) {
@@ -171,7 +177,8 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), pg.max_blocks});
   b.upload(tables, pg.tables.data());
 
-  const GdnStep gdn = plan_gdn(parts);
+  const GdnStep gdn = plan_gdn(parts, n);
+  const QGateRows qg_rows = n_attn_layers_ > 0 ? q_gate_rows(n) : QGateRows{};
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
   // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
@@ -183,7 +190,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     if (L.full_attention) {
       const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
       const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &tables.tensor(), &dseg.tensor()};
-      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, o);
+      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, qg_rows, o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
       gated_deltanet(l, xn, parts, gdn, o);
