@@ -82,44 +82,40 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
 }
 
 void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegRows> segs,
-                                 const GdnStep& plan, const Tensor& out) {
+                                 const GdnStep& plan, const MixerScratch& m, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const LinearAttnWeights& G = w_.layers[l].linear;
-  const DType act = info_.dtype;
   const int64_t n = x.dim(0), hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
   const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
   const int64_t kd = hk * dk, vd = hv * dv, conv_dim = 2 * kd + vd;
   const size_t pl = static_cast<size_t>(segs[0].cache->state_layer[l]);
 
-  DeviceBuffer qkv = b.alloc(act, {n, conv_dim}), conv = b.alloc(act, {n, conv_dim});  // [n_rows, conv_dim]
-  DeviceBuffer z = b.alloc(act, {n, vd}), bb = b.alloc(act, {n, hv}), aa = b.alloc(act, {n, hv});
+  const Tensor &qkv = m.qkv.tensor(), &conv = m.conv.tensor(), &z = m.z.tensor(), &bb = m.bb.tensor(),
+               &aa = m.aa.tensor();
+  TF_CHECK(qkv.dim(0) == n && qkv.dim(1) == conv_dim);
   b.linear(x, G.in_proj_qkv, nullptr, qkv);
   b.linear(x, G.in_proj_z, nullptr, z);
   b.linear(x, G.in_proj_b, nullptr, bb);
   b.linear(x, G.in_proj_a, nullptr, aa);
   // Kept windows and states of this layer: [n_keep, conv_dim, K-1] act and [n_keep, hv, dk, dv] F32.
-  DeviceBuffer keep_conv, keep_state;
-  if (plan.n_keep > 0) {
-    keep_conv = b.alloc(act, {plan.n_keep, conv_dim, t.linear_conv_kernel_dim - 1});
-    keep_state = b.alloc(DType::F32, {plan.n_keep, hv, dk, dv});
-  }
-  const Tensor* kc = plan.n_keep > 0 ? &keep_conv.tensor() : nullptr;
-  const Tensor* ks = plan.n_keep > 0 ? &keep_state.tensor() : nullptr;
+  const Tensor &keep_conv = m.keep_conv.tensor(), &keep_state = m.keep_state.tensor();
+  const Tensor* kc = plan.n_keep > 0 ? &keep_conv : nullptr;
+  const Tensor* ks = plan.n_keep > 0 ? &keep_state : nullptr;
   b.causal_conv1d_silu_slots(qkv, G.conv1d, states_->windows(pl), plan.all, conv, kc);
 
   // Split channels [q | k | v] with the step's row gathers over units of gcd(dk, dv) channels.
   const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
-  DeviceBuffer q = b.alloc(act, {n, hk, dk}), k = b.alloc(act, {n, hk, dk}), v = b.alloc(act, {n, hv, dv});
-  const Tensor units = conv.tensor().reshaped({n * per, u});
-  b.gather_rows(units, plan.split_q, q.tensor().reshaped({n * kd / u, u}));
-  b.gather_rows(units, plan.split_k, k.tensor().reshaped({n * kd / u, u}));
-  b.gather_rows(units, plan.split_v, v.tensor().reshaped({n * vd / u, u}));
+  const Tensor &q = m.lq.tensor(), &k = m.lk.tensor(), &v = m.lv.tensor();
+  const Tensor units = conv.reshaped({n * per, u});
+  b.gather_rows(units, plan.split_q, q.reshaped({n * kd / u, u}));
+  b.gather_rows(units, plan.split_k, k.reshaped({n * kd / u, u}));
+  b.gather_rows(units, plan.split_v, v.reshaped({n * vd / u, u}));
 
-  DeviceBuffer g = b.alloc(DType::F32, {n, hv}), beta = b.alloc(act, {n, hv});  // [n_rows, hv]
+  const Tensor &g = m.g.tensor(), &beta = m.beta.tensor();  // [n_rows, hv]
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);
 
-  DeviceBuffer core = b.alloc(act, {n, hv, dv});
+  const Tensor& core = m.core.tensor();
   if (plan.chunked.tensor().dim(0) > 0)
     b.gated_delta_rule_chunked_slots(q, k, v, g, beta, states_->states(pl), plan.chunked, core, ks);
   if (plan.recurrent.tensor().dim(0) > 0)
@@ -128,21 +124,19 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   for (const GdnStep::Keep& kp : plan.keeps) {
     Qwen35Cache& c = *segs[kp.seg].cache;
     if (kp.rows) {
-      b.copy(keep_conv.tensor().slice_rows(kp.keep0, kp.keep0 + kp.n),
-             c.kept.conv[l].tensor().slice_rows(0, kp.n));
-      b.copy(keep_state.tensor().slice_rows(kp.keep0, kp.keep0 + kp.n),
-             c.kept.state[l].tensor().slice_rows(0, kp.n));
+      b.copy(keep_conv.slice_rows(kp.keep0, kp.keep0 + kp.n), c.kept.conv[l].tensor().slice_rows(0, kp.n));
+      b.copy(keep_state.slice_rows(kp.keep0, kp.keep0 + kp.n), c.kept.state[l].tensor().slice_rows(0, kp.n));
       continue;
     }
     for (int64_t j = 0; j < kp.n; ++j) {
       Qwen35Cache::BlockState& bs = c.block_states[static_cast<size_t>(j)];
-      b.copy(keep_conv.tensor().slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.conv[l]);
-      b.copy(keep_state.tensor().slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.state[l]);
+      b.copy(keep_conv.slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.conv[l]);
+      b.copy(keep_state.slice_rows(kp.keep0 + j, kp.keep0 + j + 1), bs.state[l]);
     }
   }
-  DeviceBuffer normed = b.alloc(act, {n, vd});
-  b.rms_norm_gated(core.tensor().reshaped({n * hv, dv}), z.tensor().reshaped({n * hv, dv}), G.norm,
-                   static_cast<float>(t.rms_norm_eps), normed.tensor().reshaped({n * hv, dv}));
+  const Tensor& normed = m.normed.tensor();
+  b.rms_norm_gated(core.reshaped({n * hv, dv}), z.reshaped({n * hv, dv}), G.norm,
+                   static_cast<float>(t.rms_norm_eps), normed.reshaped({n * hv, dv}));
   b.linear(normed, G.out_proj, nullptr, out);
 }
 

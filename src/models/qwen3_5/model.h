@@ -117,6 +117,16 @@ struct GdnStep {
   std::vector<Keep> keeps;
 };
 
+// The mixers' activations for n rows, allocated once per call (a step, an MTP pass) and reused by every
+// layer: full attention's ([n, heads * 2 head_dim] q_proj output, q/gate/attn [n, heads * head_dim],
+// k/v [n, kv_heads * head_dim]) and the Gated DeltaNet's (qkv/conv [n, conv_dim], z/core/normed
+// [n, hv * dv], b/a/beta [n, hv], g [n, hv] F32, q/k [n, hk, dk], v [n, hv, dv], the kept windows and
+// states [n_keep, ...]). A part the call does not use stays empty.
+struct MixerScratch {
+  DeviceBuffer qg, q, gate, k, v, attn;
+  DeviceBuffer qkv, conv, z, bb, aa, lq, lk, lv, g, beta, core, normed, keep_conv, keep_state;
+};
+
 // gather_rows indices that split q_proj's output [n, heads * (query | gate)], viewed as [2 n heads,
 // head_dim], into its query rows and its gate rows: made once per call, shared by the call's full-attention
 // layers.
@@ -218,14 +228,18 @@ class Qwen35Model final : public Model {
   // keep each row's conv window and state in cache.kept, prompt-cache segments each multiple of 64's
   // in cache.block_states.
   void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const GdnStep& plan,
-                      const Tensor& out);
+                      const MixerScratch& m, const Tensor& out);
   // text.cpp: one gated full-attention mixer over x[n_rows, hidden]. With paged, every row scatters
   // its K/V into the pool at slots[n_rows] (I32) and one paged_attention reads them; otherwise
   // segment s scatters its rows into kv[s]'s contiguous K/V at slots and attends to it.
   // ranges[n_rows, 2] I32: each row's keys in logical positions.
   void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
                       const Tensor& slots, const Tensor& ranges, const PagedKv* paged,
-                      std::span<const AttnKv> kv, const QGateRows& split, const Tensor& out);
+                      std::span<const AttnKv> kv, const QGateRows& split, const MixerScratch& m,
+                      const Tensor& out);
+  // text.cpp: MixerScratch for n rows: attention's parts when attn, the Gated DeltaNet's (with n_keep kept
+  // rows) when gdn.
+  MixerScratch mixer_scratch(int64_t n, bool attn, bool gdn, int64_t n_keep);
   // text.cpp: the QGateRows of n rows.
   QGateRows q_gate_rows(int64_t n);
   // text.cpp: M-RoPE cos/sin [Σ n, rotary_dim] act, segments in order, each from its own cache's plan

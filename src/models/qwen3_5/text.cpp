@@ -18,30 +18,29 @@ namespace tf::qwen3_5 {
 void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
                                  const Tensor& sin, const Tensor& slots, const Tensor& ranges,
                                  const PagedKv* paged, std::span<const AttnKv> kv, const QGateRows& split,
-                                 const Tensor& out) {
+                                 const MixerScratch& m, const Tensor& out) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
-  const DType act = info_.dtype;
   const int64_t n = x.dim(0), nh = t.num_attention_heads, nkv = t.num_key_value_heads, D = t.head_dim;
   const int64_t qd = nh * D, kvd = nkv * D;
   const float eps = static_cast<float>(t.rms_norm_eps);
 
-  DeviceBuffer qg = b.alloc(act, {n, 2 * qd});  // [n_rows, heads * (query (D) | gate (D))]
+  const Tensor &qg = m.qg.tensor(), &q = m.q.tensor(), &gate = m.gate.tensor(), &k = m.k.tensor(),
+               &v = m.v.tensor(), &attn = m.attn.tensor();
+  TF_CHECK(qg.dim(0) == n && qg.dim(1) == 2 * qd && k.dim(1) == kvd);
   b.linear(x, A.q_proj, nullptr, qg);
-  DeviceBuffer q = b.alloc(act, {n, qd}), gate = b.alloc(act, {n, qd}), k = b.alloc(act, {n, kvd}),
-               v = b.alloc(act, {n, kvd}), attn = b.alloc(act, {n, qd});
-  const Tensor halves = qg.tensor().reshaped({2 * n * nh, D});
-  b.gather_rows(halves, split.q, q.tensor().reshaped({n * nh, D}));
-  b.gather_rows(halves, split.gate, gate.tensor().reshaped({n * nh, D}));
+  const Tensor halves = qg.reshaped({2 * n * nh, D});
+  b.gather_rows(halves, split.q, q.reshaped({n * nh, D}));
+  b.gather_rows(halves, split.gate, gate.reshaped({n * nh, D}));
   b.linear(x, A.k_proj, nullptr, k);
   b.linear(x, A.v_proj, nullptr, v);
-  const Tensor qf = q.tensor().reshaped({n * nh, D}), kf = k.tensor().reshaped({n * nkv, D});
+  const Tensor qf = q.reshaped({n * nh, D}), kf = k.reshaped({n * nkv, D});
   b.rms_norm(qf, A.q_norm, eps, RmsNormKind::kOnePlusWeight, qf);
   b.rms_norm(kf, A.k_norm, eps, RmsNormKind::kOnePlusWeight, kf);
-  const Tensor qh = q.tensor().reshaped({n, nh, D}), kh = k.tensor().reshaped({n, nkv, D});
+  const Tensor qh = q.reshaped({n, nh, D}), kh = k.reshaped({n, nkv, D});
   b.rope(qh, cos, sin, qh);  // first rotary_dim dims only (partial rotary)
   b.rope(kh, cos, sin, kh);
-  const Tensor vh = v.tensor().reshaped({n, nkv, D}), ah = attn.tensor().reshaped({n, nh, D});
+  const Tensor vh = v.reshaped({n, nkv, D}), ah = attn.reshaped({n, nh, D});
   const float scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));
   if (paged) {  // every segment at once, each against its own blocks
     b.scatter_rows(kh, slots, *paged->k);
@@ -57,6 +56,44 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   }
   b.sigmoid_mul(attn, gate, attn);
   b.linear(attn, A.o_proj, nullptr, out);
+}
+
+MixerScratch Qwen35Model::mixer_scratch(int64_t n, bool attn, bool gdn, int64_t n_keep) {
+  Backend& b = backend_;
+  const TextConfig& t = cfg_.text;
+  const DType act = info_.dtype;
+  MixerScratch m;
+  if (attn) {
+    const int64_t qd = t.num_attention_heads * t.head_dim, kvd = t.num_key_value_heads * t.head_dim;
+    m.qg = b.alloc(act, {n, 2 * qd});
+    m.q = b.alloc(act, {n, qd});
+    m.gate = b.alloc(act, {n, qd});
+    m.k = b.alloc(act, {n, kvd});
+    m.v = b.alloc(act, {n, kvd});
+    m.attn = b.alloc(act, {n, qd});
+  }
+  if (gdn) {
+    const int64_t hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
+    const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
+    const int64_t conv_dim = 2 * hk * dk + hv * dv;
+    m.qkv = b.alloc(act, {n, conv_dim});
+    m.conv = b.alloc(act, {n, conv_dim});
+    m.z = b.alloc(act, {n, hv * dv});
+    m.bb = b.alloc(act, {n, hv});
+    m.aa = b.alloc(act, {n, hv});
+    m.lq = b.alloc(act, {n, hk, dk});
+    m.lk = b.alloc(act, {n, hk, dk});
+    m.lv = b.alloc(act, {n, hv, dv});
+    m.g = b.alloc(DType::F32, {n, hv});
+    m.beta = b.alloc(act, {n, hv});
+    m.core = b.alloc(act, {n, hv, dv});
+    m.normed = b.alloc(act, {n, hv * dv});
+    if (n_keep > 0) {
+      m.keep_conv = b.alloc(act, {n_keep, conv_dim, t.linear_conv_kernel_dim - 1});
+      m.keep_state = b.alloc(DType::F32, {n_keep, hv, dk, dv});
+    }
+  }
+  return m;
 }
 
 QGateRows Qwen35Model::q_gate_rows(int64_t n) {
@@ -179,6 +216,8 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
 
   const GdnStep gdn = plan_gdn(parts, n);
   const QGateRows qg_rows = n_attn_layers_ > 0 ? q_gate_rows(n) : QGateRows{};
+  const MixerScratch mix = mixer_scratch(n, n_attn_layers_ > 0,
+                                         n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
   // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
@@ -190,10 +229,10 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     if (L.full_attention) {
       const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
       const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &tables.tensor(), &dseg.tensor()};
-      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, qg_rows, o);
+      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, qg_rows, mix, o);
       capture(capture_, b, name + ".self_attn", o);
     } else {
-      gated_deltanet(l, xn, parts, gdn, o);
+      gated_deltanet(l, xn, parts, gdn, mix, o);
       capture(capture_, b, name + ".linear_attn", o);
     }
     b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
