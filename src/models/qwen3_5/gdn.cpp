@@ -18,13 +18,6 @@ namespace {
 
 constexpr int32_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_size
 
-// HF's decode path: one token on a cached state past the prompt, and every draft-verification row.
-// Prompt rows (a one-row prefill chunk included) take the chunked rule, as HF's pass over the prompt.
-bool recurrent(const SegRows& s) {
-  const int64_t prompt_len = static_cast<int64_t>(s.cache->rope().thw.size() / 3);
-  return s.decode_rows() || (s.n() == 1 && s.pos0 > 0 && s.pos0 >= prompt_len);
-}
-
 }  // namespace
 
 GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
@@ -52,7 +45,7 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
                             keep0,
                             step};
     all.insert(all.end(), row, row + 6);
-    std::vector<int32_t>& form = recurrent(s) ? rec : chunked;
+    std::vector<int32_t>& form = recurrent_rows(s) ? rec : chunked;
     form.insert(form.end(), row, row + 6);
   }
   Backend& b = backend_;
@@ -64,7 +57,13 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
   p.all = up(all);
   p.chunked = up(chunked);
   p.recurrent = up(rec);
+  gdn_split_rows(n, p);
+  return p;
+}
+
+void Qwen35Model::gdn_split_rows(int64_t n, GdnStep& p) {
   // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
+  Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const int64_t kd = t.linear_num_key_heads * t.linear_key_head_dim;
   const int64_t vd = t.linear_num_value_heads * t.linear_value_head_dim;
@@ -78,7 +77,6 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
   p.split_q = upload_i32(b, rq);
   p.split_k = upload_i32(b, rk);
   p.split_v = upload_i32(b, rv);
-  return p;
 }
 
 void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegRows> segs,

@@ -4,6 +4,7 @@
 // and gdn.cpp hold the parts; model.cpp the M-RoPE position plan (rope_index, HF's get_rope_index).
 #pragma once
 #include <array>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "io/weight_map.h"
 #include "models/layers/kv_pool.h"
 #include "models/layers/state_pool.h"
+#include "models/layers/step_rows.h"
 #include "models/model.h"
 #include "models/qwen3_5/config.h"
 #include "models/qwen3_5/weights.h"
@@ -150,6 +152,40 @@ struct PagedKv {
   const Tensor* seg_rows = nullptr;
 };
 
+// The device inputs of one step's decoder layers (text.cpp text_layers) over its n rows: M-RoPE cos/sin
+// [n, rotary_dim]; the full-attention layers' pool slots [n], key ranges [n, 2], block tables
+// [n_seg, width] and seg_rows [n_seg + 1]; the Gated DeltaNet plan; the q/gate split and the mixers'
+// scratch; and the buffers of each layer's outputs, xn and o [n, hidden], gate and up [n, intermediate].
+struct TextStep {
+  const Tensor &cos, &sin, &slots, &ranges, &tables, &seg_rows;
+  const GdnStep& gdn;
+  const QGateRows& qg;
+  const MixerScratch& mix;
+  const Tensor &xn, &o, &gate, &up;
+};
+
+// The recorded decode steps of n one-row segments (decode_graph.cpp): every buffer such a step reads or
+// writes apart from the pools, and per block-table width its input arena and graphs (greedy: with the
+// argmax; sampled: with the sample op; logits: neither).
+struct DecodeGraph {
+  DeviceBuffer h, cos, sin, xn, o, gate, up, lg, lf, am, sampled, no_rows;
+  GdnStep gdn_split;  // split_q/k/v of n rows (its segment tables come from the arena)
+  QGateRows qg;
+  MixerScratch mix;
+  struct Recorded {
+    DeviceBuffer in;
+    std::unique_ptr<Backend::Graph> greedy, sampled, logits;
+  };
+  std::map<int64_t, Recorded> by_width;
+};
+
+// HF's decode path for a segment: one token on a cached state past the prompt, or draft-verification rows
+// (the recurrent rule). Prompt rows (a one-row prefill chunk included) take the chunked rule.
+inline bool recurrent_rows(const SegRows& s) {
+  const int64_t prompt_len = static_cast<int64_t>(s.cache->rope().thw.size() / 3);
+  return s.decode_rows() || (s.n() == 1 && s.pos0 > 0 && s.pos0 >= prompt_len);
+}
+
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(Config cfg, WeightMap wm, Weights w, Backend& backend, ModelInfo info)
@@ -223,6 +259,19 @@ class Qwen35Model final : public Model {
   // gdn.cpp: the step's segments for the *_slots ops and the q/k/v split of its n_rows rows (once per
   // step; every cache holds a slot).
   GdnStep plan_gdn(std::span<const SegRows> segs, int64_t n_rows);
+  // gdn.cpp: plan.split_q/k/v for n rows.
+  void gdn_split_rows(int64_t n, GdnStep& plan);
+  // text.cpp: the decoder layers over h [n, hidden] (the embedded rows; the residual stream), ending with
+  // the final norm's output in in.xn. forward_step's op-by-op steps and the recorded decode steps run it.
+  void text_layers(std::span<const SegRows> parts, const TextStep& in, const Tensor& h);
+  // decode_graph.cpp: whether a step (checked, its caches prepared) can run as a recorded decode step:
+  // n <= 64 one-row segments, each a recurrent decode without MTP or kept states, no images, a logit row
+  // each, on a backend that records graphs, no capture hook.
+  bool decode_graph_fits(std::span<const SegRows> parts, const StepRows& rows, StepOutput out) const;
+  // decode_graph.cpp: the step through the recorded graph of its row count n (recorded at the first such
+  // step of each (n, table width, output)); the same ops on the same shapes as op by op, so the same bits.
+  Expected<Buffer> decode_graph_step(std::span<const SegRows> parts, const StepRows& rows,
+                                     const PagedStep& pg, StepOutput out);
   // gdn.cpp: one Gated DeltaNet mixer over x[n_rows, hidden] -> out[n_rows, hidden]: the conv and
   // delta rule of all segments in one call each, in place on their state slots; decode_rows segments
   // keep each row's conv window and state in cache.kept, prompt-cache segments each multiple of 64's
@@ -244,6 +293,8 @@ class Qwen35Model final : public Model {
   QGateRows q_gate_rows(int64_t n);
   // text.cpp: M-RoPE cos/sin [Σ n, rotary_dim] act, segments in order, each from its own cache's plan
   void mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin);
+  // text.cpp: their angles [Σ n, rotary_dim / 2] F32 (host), the input of rope_cos_sin.
+  Buffer mrope_angles(std::span<const SegRows> segs) const;
   // cache_blocks.cpp: drops the states kept by the previous forward; with keep, allocates one slot
   // per multiple of 64 in (pos0, pos0 + n] for gated_deltanet to fill.
   void prepare_block_states(Qwen35Cache& cache, int64_t pos0, int64_t n, bool keep);
@@ -268,7 +319,8 @@ class Qwen35Model final : public Model {
   int64_t pool_blocks_ = 0;
   std::shared_ptr<StatePool> states_;  // made by the first new_cache
   int64_t state_slots_ = 0;
-  int64_t n_attn_layers_ = 0;  // full-attention layers: the pool's layers
+  int64_t n_attn_layers_ = 0;                               // full-attention layers: the pool's layers
+  std::map<int64_t, std::unique_ptr<DecodeGraph>> graphs_;  // by row count n
 };
 
 // Registry entry for "qwen3_5".

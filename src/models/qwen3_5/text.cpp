@@ -106,7 +106,7 @@ QGateRows Qwen35Model::q_gate_rows(int64_t n) {
   return {upload_i32(backend_, rq), upload_i32(backend_, rg)};
 }
 
-void Qwen35Model::mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin) {
+Buffer Qwen35Model::mrope_angles(std::span<const SegRows> segs) const {
   // M-RoPE angles: slot i takes the H axis when i % 3 == 1 and i < 3*sec[1], W when i % 3 == 2 and
   // i < 3*sec[2], else T (apply_interleaved_mrope); emb = cat(freqs, freqs) in rope_cos_sin.
   const TextConfig& t = cfg_.text;
@@ -133,11 +133,47 @@ void Qwen35Model::mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos
       }
     }
   }
+  return ang;
+}
+
+void Qwen35Model::mrope_cos_sin(std::span<const SegRows> segs, DeviceBuffer& cos, DeviceBuffer& sin) {
   Backend& b = backend_;
-  DeviceBuffer dang = upload_new(b, ang);
+  DeviceBuffer dang = upload_new(b, mrope_angles(segs));
+  const int64_t n = dang.tensor().dim(0), rd = cfg_.text.rotary_dim;
   cos = b.alloc(info_.dtype, {n, rd});
   sin = b.alloc(info_.dtype, {n, rd});
   b.rope_cos_sin(dang, cos, sin);
+}
+
+void Qwen35Model::text_layers(std::span<const SegRows> parts, const TextStep& in, const Tensor& h) {
+  Backend& b = backend_;
+  const TextConfig& t = cfg_.text;
+  const float eps = static_cast<float>(t.rms_norm_eps);
+  const std::string pre = "model.language_model";
+  // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
+  const size_t n_layers = w_.layers.size();
+  for (size_t l = 0; l < n_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
+    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn);
+    if (L.full_attention) {
+      const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
+      const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &in.tables, &in.seg_rows};
+      full_attention(L.attn, in.xn, in.cos, in.sin, in.slots, in.ranges, &paged, {}, in.qg, in.mix, in.o);
+      capture(capture_, b, name + ".self_attn", in.o);
+    } else {
+      gated_deltanet(l, in.xn, parts, in.gdn, in.mix, in.o);
+      capture(capture_, b, name + ".linear_attn", in.o);
+    }
+    b.add_rms_norm(h, in.o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn);
+    gated_mlp(b, in.xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, in.gate, in.up,
+              in.o);
+    capture(capture_, b, name + ".mlp", in.o);
+    const Tensor& next_norm = l + 1 < n_layers ? w_.layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
+    b.add_rms_norm(h, in.o, next_norm, eps, RmsNormKind::kOnePlusWeight, in.xn);
+    capture(capture_, b, name, h);
+  }
+  capture(capture_, b, pre + ".norm", in.xn);
 }
 
 Status Qwen35Model::check_segment(const SegRows& s) const {
@@ -192,10 +228,15 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
     prepare_block_states(*s.cache, s.pos0, s.n(), s.batch->keep_block_states && !s.decode_rows());
   }
 
+  if (decode_graph_fits(parts, rows, out)) {
+    TF_ASSIGN(Buffer result, decode_graph_step(parts, rows, pg, out));
+    for (const SegRows& s : parts) s.cache->n_past_ = s.pos0 + s.n();  // one-token decodes: nothing kept
+    return result;
+  }
+
   Backend& b = backend_;
   const DType act = info_.dtype;
   const int64_t n = rows.n_rows(), hs = t.hidden_size, it = t.intermediate_size;
-  const float eps = static_cast<float>(t.rms_norm_eps);
   const std::string pre = "model.language_model";
 
   DeviceBuffer ids = upload_i32(b, rows.token_ids);
@@ -220,29 +261,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
                                          n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
-  // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
-  const size_t n_layers = w_.layers.size();
-  for (size_t l = 0; l < n_layers; ++l) {
-    const LayerWeights& L = w_.layers[l];
-    const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
-    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-    if (L.full_attention) {
-      const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
-      const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &tables.tensor(), &dseg.tensor()};
-      full_attention(L.attn, xn, cos, sin, slots, dranges, &paged, {}, qg_rows, mix, o);
-      capture(capture_, b, name + ".self_attn", o);
-    } else {
-      gated_deltanet(l, xn, parts, gdn, mix, o);
-      capture(capture_, b, name + ".linear_attn", o);
-    }
-    b.add_rms_norm(h, o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-    gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
-    capture(capture_, b, name + ".mlp", o);
-    const Tensor& next_norm = l + 1 < n_layers ? w_.layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
-    b.add_rms_norm(h, o, next_norm, eps, RmsNormKind::kOnePlusWeight, xn);
-    capture(capture_, b, name, h);
-  }
-  capture(capture_, b, pre + ".norm", xn);
+  text_layers(parts, {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gate, up}, h);
   for (const SegRows& s : parts) {
     Qwen35Cache& c = *s.cache;
     c.n_past_ = s.pos0 + s.n();

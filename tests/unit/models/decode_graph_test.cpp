@@ -1,8 +1,9 @@
-// The recorded decode steps of the 1B family (models/lighton_ocr/text.cpp decode_graph_step), run in CI
-// through RecordingBackend over the test backend: steps whose segments are one row each are padded to
-// a power of two, recorded once per (bucket, output) and replayed. Every sequence's logits and greedy
-// ids must equal the same sequence decoded alone, op by op, on the plain backend, bit for bit: five
-// sequences (bucket 8), three (bucket 4) and one (bucket 1), decoding across a 64-position block
+// The recorded decode steps of both families (models/lighton_ocr/text.cpp and models/qwen3_5/decode_graph.cpp
+// decode_graph_step), run in CI through RecordingBackend over the test backend: steps whose segments are one
+// row each are recorded once per (bucket, output) and replayed (LightOnOCR pads to a power of two; Qwen3.5
+// records each row count: its recurrent state slots leave no room for padding rows). Every sequence's logits
+// and greedy ids must equal the same sequence decoded alone, op by op, on the plain backend, bit for bit:
+// five sequences (bucket 8), three (bucket 4) and one (bucket 1), decoding across a 64-position block
 // boundary, with the three outputs (f32 logits, device argmax, device sampling with per-row parameters
 // and logprobs: the sample op reads them from the graph's input arena), and capacities that give two
 // block-table widths (each recorded apart, on the bucket's shared buffers). No allocation or copy may happen
@@ -27,7 +28,8 @@ namespace tf {
 namespace {
 
 const char* kCheckpoints[] = {"tests/golden/ckpt/lighton_ocr-tiny-bf16",
-                              "tests/golden/ckpt/lighton_ocr-tiny-fp32"};
+                              "tests/golden/ckpt/lighton_ocr-tiny-fp32",
+                              "tests/golden/ckpt/qwen3_5-tiny-bf16", "tests/golden/ckpt/qwen3_5-tiny-fp32"};
 constexpr int kSeqs = 5, kSteps = 9;
 
 std::unique_ptr<Model> load_on(const std::string& rel, Backend& be) {
@@ -90,6 +92,7 @@ DecodeRun decode(Model& m, int n_seqs, int group) {
       b.token_ids.push_back(token(m, j, p));
       b.positions.push_back(p);
     }
+    EXPECT_TRUE(m.begin_prompt(*caches.back(), b.token_ids, {}).ok());  // Qwen3.5 plans M-RoPE here
     b.logit_rows = {static_cast<int32_t>(prompt_len(j) - 1)};
     EXPECT_TRUE(m.forward(b, *caches.back()).ok());
   }
@@ -163,15 +166,19 @@ TEST(DecodeGraph, PlantedBatchDependentLinearIsCaught) {
   auto plain = create_backend(test_backend_name());
   ASSERT_TRUE(plain.ok());
   if ((*plain)->can_capture()) GTEST_SKIP() << "the test backend records graphs itself";
-  auto solo_model = load_on(kCheckpoints[1], **plain);
-  ASSERT_TRUE(solo_model);
-  const DecodeRun solo = decode(*solo_model, kSeqs, 1);
-  PlantedLinearBackend planted(**plain);
-  RecordingBackend rec(planted);
-  auto m = load_on(kCheckpoints[1], rec);
-  ASSERT_TRUE(m);
-  EXPECT_FALSE(same(solo, decode(*m, kSeqs, kSeqs)));
-  EXPECT_GT(planted.n_planted, 0);
+  for (const char* ck : {kCheckpoints[1], kCheckpoints[2]}) {
+    SCOPED_TRACE(ck);
+    auto solo_model = load_on(ck, **plain);
+    ASSERT_TRUE(solo_model);
+    const DecodeRun solo = decode(*solo_model, kSeqs, 1);
+    PlantedLinearBackend planted(**plain);
+    RecordingBackend rec(planted);
+    auto m = load_on(ck, rec);
+    ASSERT_TRUE(m);
+    EXPECT_FALSE(same(solo, decode(*m, kSeqs, kSeqs)));
+    EXPECT_GT(planted.n_planted, 0);
+    EXPECT_GT(rec.replays, 0);
+  }
 }
 
 }  // namespace
