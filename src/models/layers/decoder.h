@@ -1,6 +1,7 @@
 // Pieces every decoder forward shares: the SwiGLU MLP and the logits of selected rows.
 #pragma once
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,28 @@ inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, cons
   b.linear(x, up_proj, nullptr, up);
   b.act_mul(gate, up, act, gate);
   b.linear(gate, down_proj, nullptr, out);
+}
+
+// Recorded decode steps (lighton_ocr/text.cpp, qwen3_5/decode_graph.cpp): the sampled graph's output records
+// hold OpenAI's most top_logprobs (20) per row.
+constexpr int64_t kGraphSampleWidth = 2 + 2 * 20;
+inline int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+// Replays `graph`, or on first use runs `record` op by op (kernel attributes and lazy setup happen outside
+// the capture) and records it into `graph`.
+template <class Record>
+void replay_or_record(Backend& b, std::unique_ptr<Backend::Graph>& graph, Record&& record) {
+  if (graph) {
+    b.replay(*graph);
+    return;
+  }
+  record();
+  b.begin_capture();
+  record();
+  graph = b.end_capture();
 }
 
 // Width of Backend::sample's output for these rows: 1 (ids) unless some row asks for logprobs.

@@ -19,13 +19,6 @@
 namespace tf::lighton_ocr {
 namespace {
 constexpr int64_t kMaxGraphRows = 256;  // decode steps of up to 256 sequences replay a graph
-// The sampled graph's output records: room for OpenAI's most top_logprobs (20) per row.
-constexpr int64_t kGraphSampleWidth = 2 + 2 * 20;
-int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
 }  // namespace
 
 const std::vector<float>& LightOnOcrModel::text_inv_freq() {
@@ -217,14 +210,7 @@ Expected<Buffer> LightOnOcrModel::decode_graph_step(const StepRows& rows, const 
   std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax    ? rec.greedy
                                            : out == StepOutput::kSampled ? rec.sampled
                                                                          : rec.logits;
-  if (graph) {
-    b.replay(*graph);
-  } else {
-    record();  // op by op (first use: kernel attributes and lazy setup happen outside the capture)
-    b.begin_capture();
-    record();
-    graph = b.end_capture();
-  }
+  replay_or_record(b, graph, record);
   if (out == StepOutput::kArgmax) {
     Buffer ids_out(DType::I32, {n});
     Buffer all = download_new(b, g.am);

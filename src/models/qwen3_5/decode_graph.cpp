@@ -17,25 +17,21 @@
 namespace tf::qwen3_5 {
 namespace {
 constexpr int64_t kMaxGraphRows = 64;  // decode steps of up to 64 sequences replay a graph
-// The sampled graph's output records: room for OpenAI's most top_logprobs (20) per row.
-constexpr int64_t kGraphSampleWidth = 2 + 2 * 20;
-int64_t pow2_at_least(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
 }  // namespace
 
-bool Qwen35Model::decode_graph_fits(std::span<const SegRows> parts, const StepRows& rows, StepOutput out) const {
+bool Qwen35Model::decode_graph_fits(std::span<const SegRows> parts, const StepRows& rows,
+                                    StepOutput out) const {
   const int64_t n = rows.n_rows();
-  if (!backend_.can_capture() || capture_ || n == 0 || n > kMaxGraphRows || n != static_cast<int64_t>(parts.size()) ||
-      !rows.image_rows.empty() || static_cast<int64_t>(rows.logit_rows.size()) != n || n_attn_layers_ == 0 ||
+  if (!backend_.can_capture() || capture_ || n == 0 || n > kMaxGraphRows ||
+      n != static_cast<int64_t>(parts.size()) || !rows.image_rows.empty() ||
+      static_cast<int64_t>(rows.logit_rows.size()) != n || n_attn_layers_ == 0 ||
       n_attn_layers_ == static_cast<int64_t>(w_.layers.size()))
     return false;
   for (int64_t i = 0; i < n; ++i)
     if (rows.logit_rows[static_cast<size_t>(i)] != i) return false;
   for (const SegRows& s : parts)
-    if (s.decode_rows() || !recurrent_rows(s) || s.cache->mtp.on || !s.cache->block_states.empty()) return false;
+    if (s.decode_rows() || !recurrent_rows(s) || s.cache->mtp.on || !s.cache->block_states.empty())
+      return false;
   // A sampled step's records fit the graph's output unless a row asks for more top logprobs than it holds.
   return out != StepOutput::kSampled || sample_width(rows.sample) <= kGraphSampleWidth;
 }
@@ -47,7 +43,8 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
   const DType act = info_.dtype;
   const int64_t n = rows.n_rows(), half = t.rotary_dim / 2, vocab = t.vocab_size;
   int64_t cap_blocks = 1;
-  for (const SegRows& s : parts) cap_blocks = std::max(cap_blocks, (s.cache->capacity() + kKvBlock - 1) / kKvBlock);
+  for (const SegRows& s : parts)
+    cap_blocks = std::max(cap_blocks, (s.cache->capacity() + kKvBlock - 1) / kKvBlock);
   const int64_t width = pow2_at_least(std::max(cap_blocks, pg.max_blocks));
 
   std::unique_ptr<DecodeGraph>& slot = graphs_[n];
@@ -87,8 +84,12 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
     a[static_cast<size_t>(o_ranges + 2 * i + 1)] = causal[static_cast<size_t>(2 * i + 1)];
     a[static_cast<size_t>(o_slots + i)] = pg.slots[static_cast<size_t>(i)];
     // The segment table plan_gdn writes for a one-row recurrent segment that keeps nothing.
-    const int32_t seg[6] = {static_cast<int32_t>(i), static_cast<int32_t>(i + 1), s.cache->slot.id(),
-                            static_cast<int32_t>(s.pos0), -1, 1};
+    const int32_t seg[6] = {static_cast<int32_t>(i),
+                            static_cast<int32_t>(i + 1),
+                            s.cache->slot.id(),
+                            static_cast<int32_t>(s.pos0),
+                            -1,
+                            1};
     std::copy_n(seg, 6, a.begin() + o_gdn + 6 * i);
     std::copy_n(pg.tables.begin() + i * pg.max_blocks, pg.max_blocks, a.begin() + o_tables + i * width);
   }
@@ -117,7 +118,8 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
   auto record = [&] {
     b.embedding(ids, w_.embed_tokens, g.h);
     b.rope_cos_sin(angles, g.cos, g.sin);
-    text_layers(parts, {g.cos, g.sin, slots, ranges, tables, seg_rows, gdn, g.qg, g.mix, g.xn, g.o, g.gate, g.up},
+    text_layers(parts,
+                {g.cos, g.sin, slots, ranges, tables, seg_rows, gdn, g.qg, g.mix, g.xn, g.o, g.gate, g.up},
                 g.h);
     b.linear(g.xn, w_.lm_head_weight(), nullptr, g.lg);
     b.cast(g.lg, g.lf);
@@ -127,14 +129,7 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
   std::unique_ptr<Backend::Graph>& graph = out == StepOutput::kArgmax    ? rec.greedy
                                            : out == StepOutput::kSampled ? rec.sampled
                                                                          : rec.logits;
-  if (graph) {
-    b.replay(*graph);
-  } else {
-    record();  // op by op (first use: kernel attributes and lazy setup happen outside the capture)
-    b.begin_capture();
-    record();
-    graph = b.end_capture();
-  }
+  replay_or_record(b, graph, record);
   if (out == StepOutput::kArgmax) return download_new(b, g.am);
   if (out == StepOutput::kSampled) return download_new(b, g.sampled);
   return download_new(b, g.lf);
