@@ -1,6 +1,6 @@
 """GPU speed of tensorfold's CUDA backend against Transformers on the same GPU, in one run (device machine).
 
-  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N] [--only NAME]
+  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N] [--only NAME] [--eager]
 
 Cases: the two bundled demo models on examples/line1.png, and with --full the real LightOnOCR-1B
 (`lighton_ocr`) and Qwen3.5-0.8B shapes (random bf16 weights, built here by tools/reference/checkpoints.py
@@ -13,6 +13,8 @@ Per case, greedy, eos ignored, N new tokens, one request:
 - Transformers 5.17 (bf16, its default attention, same chat template and image processor):
   `generate` on the GPU; TTFT = median of 3 timed generate(max_new_tokens=1), decode tok/s = (N - 1) /
   (median of 3 timed generate(N) - TTFT), after one warm-up; torch.cuda.synchronize around each.
+- --eager: tensorfold again with --enforce-eager (every step op by op, no CUDA graphs): its decode tok/s in a last
+  column; its ids must equal the recorded run's.
 - ids: how many of the N greedy ids the two agree on before the first difference.
 Prints a markdown table and writes it to OUT.md.
 """
@@ -28,11 +30,11 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "reference"))
 
 
-def tensorfold_run(exe, ckpt, img, n):
+def tensorfold_run(exe, ckpt, img, n, extra=()):
     best = None
     for _ in range(3):
         cmd = [exe, "ocr", ckpt, img, "--backend", "cuda", "--json", "--max-tokens", str(n), "--ignore-eos", "--no-drafts",
-               "--temperature", "0"]
+               "--temperature", "0", *extra]
         t0 = time.time()
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         wall = time.time() - t0
@@ -112,6 +114,7 @@ def main(argv):
     n = int(argv[argv.index("--new") + 1]) if "--new" in argv else 64
     cases = [(os.path.join(ROOT, "models", "demo-lighton"), "examples/line1.png"),
              (os.path.join(ROOT, "models", "demo-qwen35"), "examples/line1.png")]
+    eager = "--eager" in argv
     only = argv[argv.index("--only") + 1] if "--only" in argv else None  # e.g. "lighton": one family's cases
     if only:
         cases = [c for c in cases if only in os.path.basename(c[0])]
@@ -126,11 +129,16 @@ def main(argv):
              f"transformers {__import__('transformers').__version__}; {n} new tokens, greedy, eos ignored",
              "",
              "| checkpoint | image | prompt tokens | TTFT ms tensorfold | TTFT ms Transformers | decode tok/s tensorfold "
-             "| decode tok/s Transformers | decode speed-up | equal greedy ids |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| decode tok/s Transformers | decode speed-up | equal greedy ids |" + (" decode tok/s eager |" if eager else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if eager else "")]
     for ckpt, img in cases:
         try:
             tf = tensorfold_run(exe, ckpt, img, n)
+            # --eager: the same run op by op (--enforce-eager), to show what the recorded decode steps gain;
+            # its ids must equal the recorded run's (a row's bits do not depend on the graph).
+            ea = tensorfold_run(exe, ckpt, img, n, ("--enforce-eager",)) if eager else None
+            if ea is not None and ea["ids"] != tf["ids"]:
+                raise RuntimeError("--enforce-eager changed the greedy ids")
             hf = hf_run(ckpt, img, n)
         except Exception as e:  # one failing case must not lose the others' rows
             row = f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | failed: {str(e)[:300]} |"
@@ -141,7 +149,7 @@ def main(argv):
         prompt = str(tf["prompt"]) if tf["prompt"] == hf["prompt"] else f"{tf['prompt']} / {hf['prompt']}"
         row = (f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | {prompt} | {1e3 * tf['ttft']:.1f} | "
                f"{1e3 * hf['ttft']:.1f} | {tf['decode']:.1f} | {hf['decode']:.1f} | {tf['decode'] / hf['decode']:.2f}x | "
-               f"{k}/{n} |")
+               f"{k}/{n} |" + (f" {ea['decode']:.1f} |" if ea else ""))
         print(row, flush=True)
         lines.append(row)
     with open(out, "w") as f:

@@ -107,7 +107,9 @@ class Backend {
   virtual void bind_thread() {}
 
   // ---- recorded op sequences (optional) -------------------------------------------------------
-  // A backend that can record ops and replay them (CUDA graphs) says so in can_capture(). Between
+  // A backend that can record ops and replay them (CUDA graphs) says so in records_graphs(); the models
+  // ask can_capture(), which disable_capture() turns off for the backend's life (--enforce-eager: every
+  // step op by op, as vLLM's flag of that name; a row's bits are the same either way). Between
   // begin_capture() and end_capture() the ops are recorded, not run, and nothing else may be called
   // (no alloc, upload, download, synchronize). replay(g) runs the recorded ops again on the same
   // buffers, with whatever they hold then: a decode step's launches at the cost of one.
@@ -115,7 +117,9 @@ class Backend {
    public:
     virtual ~Graph() = default;
   };
-  virtual bool can_capture() const { return false; }
+  bool can_capture() const { return !capture_disabled_ && records_graphs(); }
+  void disable_capture() { capture_disabled_ = true; }
+  virtual bool records_graphs() const { return false; }
   virtual void begin_capture() { TF_CHECK(false && "this backend records no graphs"); }
   virtual std::unique_ptr<Graph> end_capture() {
     TF_CHECK(false && "this backend records no graphs");
@@ -367,6 +371,9 @@ class Backend {
   //   out[i] = rnd(Σ_t fl32(table[idx[i][t]] * w[i][t])), summed in increasing t starting from the
   // first term ((pos_embed(idx) * weights[:, :, None]).sum(1), the vision position-table resampling).
   virtual void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) = 0;
+
+ private:
+  bool capture_disabled_ = false;
 };
 
 // Creates a backend by name: "cpu"; "cuda" (GPU 0) or "cuda:N" where built; "auto": cuda when this build has

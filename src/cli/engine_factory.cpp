@@ -12,6 +12,7 @@ EngineFactory engine_factory() {
     e.checkpoint = o.checkpoint;
     e.backend = o.backend;
     e.require_vision = o.vision;
+    e.enforce_eager = o.enforce_eager;
     e.context = o.context;
     e.parallel = o.parallel;
     e.no_thinking = o.no_thinking;

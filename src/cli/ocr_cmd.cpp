@@ -47,6 +47,7 @@ const char* kHelp =
     "  --backend auto|cpu|cuda  (default auto: cuda when built and a GPU is usable, else cpu)\n"
     "  --drafts auto|copy|mtp|off  draft decoding source; output is the same (default auto)\n"
     "  --no-drafts          same as --drafts off\n"
+    "  --enforce-eager      run every step op by op, no recorded decode steps (CUDA graphs); same output\n"
     "Exit status: 0 all pages read, 1 some input or page failed (each says why on stderr), 2 usage,\n"
     "130 interrupted. A single image without document options runs in-process (its --json also has the\n"
     "vision/prefill/decode seconds).\n";
@@ -67,11 +68,11 @@ bool is_plain_image(const std::string& path) {
 }  // namespace
 
 int ocr_main(int argc, char** argv) {
-  auto parsed =
-      parse_args(argc, argv, 2,
-                 {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend",
-                  "--drafts", "--out", "--pages", "--dpi", "--concurrency", "--overlay", "--max-repeat"},
-                 {"--ignore-eos", "--json", "--help", "--no-thinking", "--no-drafts", "--grounding"});
+  auto parsed = parse_args(
+      argc, argv, 2,
+      {"--prompt", "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed", "--backend", "--drafts",
+       "--out", "--pages", "--dpi", "--concurrency", "--overlay", "--max-repeat"},
+      {"--ignore-eos", "--json", "--help", "--no-thinking", "--no-drafts", "--grounding", "--enforce-eager"});
   if (!parsed.ok()) return fail(parsed.error().message, 2);
   const Args& a = *parsed;
   if (a.has("--help")) {
@@ -189,6 +190,7 @@ int ocr_main(int argc, char** argv) {
   so.parallel = o.concurrency;
   so.no_thinking = o.no_thinking;
   so.no_drafts = a.has("--no-drafts");
+  so.enforce_eager = a.has("--enforce-eager");
   so.drafts = a.get("--drafts").value_or("auto");
   auto engine = engine_factory()(so);
   if (!engine.ok()) return fail(engine.error().message);

@@ -24,6 +24,7 @@ int fail(const std::string& msg) {
 int ocr_single_image(const Args& a) {
   PipelineOptions po;
   po.backend = a.get("--backend").value_or("auto");
+  po.enforce_eager = a.has("--enforce-eager");
   auto pipe = Pipeline::load(a.positional[0], po);
   if (!pipe.ok()) return fail(pipe.error().message);
   Pipeline& p = **pipe;

@@ -37,6 +37,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) try 
   e->opts_ = opts;
   PipelineOptions po;
   po.backend = opts.backend;
+  po.enforce_eager = opts.enforce_eager;
   TF_ASSIGN(e->pipe_, Pipeline::load(opts.checkpoint, po));
   const ModelInfo& info = e->pipe_->info();
   if (opts.require_vision && !e->pipe_->image_processor())

@@ -33,6 +33,7 @@ struct EngineOptions {
   std::string checkpoint;
   std::string backend = "cpu";
   bool require_vision = false;  // --vision: say so when the checkpoint has no tower
+  bool enforce_eager = false;   // every step op by op (PipelineOptions::enforce_eager)
   int64_t context = 0;          // 0: the model's max_position_embeddings
   int parallel = 4;
   bool no_thinking = false;          // default chat_template_kwargs {"enable_thinking": false}

@@ -55,6 +55,7 @@ Expected<std::unique_ptr<Pipeline>> Pipeline::load(const std::string& checkpoint
   TF_ASSIGN(Tokenizer tok, Tokenizer::load(c.tokenizer_json, tok_cfg));
   p->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok));
   TF_ASSIGN(p->backend_, create_backend(opts.backend));
+  if (opts.enforce_eager) p->backend_->disable_capture();
   // The registry checks config and every weight before allocating anything large.
   TF_ASSIGN(p->model_, load_model(c.config, std::move(p->ckpt_->weights), *p->backend_));
   auto tmpl = load_chat_template(c.dir);

@@ -37,7 +37,8 @@ struct Prompt {
 
 struct PipelineOptions {
   std::string backend = "cpu";
-  bool vision = true;  // false: serve text only even when the checkpoint has a tower
+  bool vision = true;          // false: serve text only even when the checkpoint has a tower
+  bool enforce_eager = false;  // --enforce-eager: no recorded steps (Backend::disable_capture)
 };
 
 class Pipeline {

@@ -77,6 +77,9 @@ const FlagSpec kFlags[] = {
      "one engine per GPU of LIST (e.g. 0,1; implies --backend cuda) behind one server; a request goes to "
      "the engine that holds its page's cache unless that one is busier (default: one engine)"},
     {"--replicas", "N", "N engines on --backend behind one server, routed as --devices routes (default: 1)"},
+    {"--enforce-eager", nullptr,
+     "run every step op by op instead of replaying recorded decode steps (CUDA graphs); the same "
+     "output, slower (default: off)"},
     {"--help", nullptr, "print this help and exit"},
 };
 
@@ -150,6 +153,8 @@ Status apply(ServeArgs& out, const std::string& flag, const std::string& v) {
     o.no_thinking = true;
   } else if (flag == "--no-drafts") {
     o.no_drafts = true;
+  } else if (flag == "--enforce-eager") {
+    o.enforce_eager = true;
   } else if (flag == "--drafts") {
     if (v != "auto" && v != "copy" && v != "mtp" && v != "off")
       return make_error("--drafts must be auto, copy, mtp or off, got '" + v + "'");

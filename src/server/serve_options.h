@@ -32,6 +32,7 @@ struct ServeOptions {
   int64_t max_queue = 1024;               // waiting requests before 503
   int64_t kv_cache_mb = 0;                // paged K/V pool; 0: from the memory there is
   bool no_drafts = false;
+  bool enforce_eager = false;   // every step op by op, no recorded (CUDA graph) decode steps
   std::string drafts = "auto";  // auto | copy | mtp | off (runtime/drafts.h); --no-drafts = off
   // Several engines behind one server (runtime/engine_group.h): one per listed GPU (--devices 0,1), or
   // `replicas` engines on --backend (--replicas N; 1: a single engine, no router).

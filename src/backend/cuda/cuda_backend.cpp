@@ -101,7 +101,7 @@ class CudaBackend final : public Backend {
   void bind_thread() override {
     guard([&] { bind_device(); }, /*counted=*/false);
   }
-  bool can_capture() const override { return true; }
+  bool records_graphs() const override { return true; }
   void begin_capture() override {
     // Thread-local: only this thread's unsafe calls are refused meanwhile (a server thread may query
     // free memory).

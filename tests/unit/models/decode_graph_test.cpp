@@ -162,6 +162,33 @@ TEST(DecodeGraph, ReplayedStepsEqualSoloOpByOp) {
   }
 }
 
+// --enforce-eager (Backend::disable_capture): nothing is recorded, and the rows are the same bits as the
+// recorded steps'. On a backend that records graphs itself (CUDA) this compares its graphs with its eager
+// steps; elsewhere the recording backend stands in for the graphs.
+TEST(DecodeGraph, EnforceEagerRecordsNothingAndChangesNoBit) {
+  for (const char* ck : kCheckpoints) {
+    SCOPED_TRACE(ck);
+    auto plain = create_backend(test_backend_name());
+    auto eager_backend = create_backend(test_backend_name());
+    ASSERT_TRUE(plain.ok() && eager_backend.ok());
+    const bool records = (*plain)->can_capture();
+    RecordingBackend rec(**plain), eager(**eager_backend);
+    eager.disable_capture();
+    EXPECT_FALSE(eager.can_capture());
+    Backend& graphs = records ? static_cast<Backend&>(**plain) : static_cast<Backend&>(rec);
+    auto with_graphs = load_on(ck, graphs);
+    auto without = load_on(ck, eager);
+    ASSERT_TRUE(with_graphs && without);
+    const DecodeRun a = decode(*with_graphs, kSeqs, kSeqs), b = decode(*without, kSeqs, kSeqs);
+    EXPECT_TRUE(same(a, b));
+    EXPECT_EQ(eager.captures, 0);
+    EXPECT_EQ(eager.replays, 0);
+    if (!records) {
+      EXPECT_GT(rec.replays, 0);
+    }
+  }
+}
+
 TEST(DecodeGraph, PlantedBatchDependentLinearIsCaught) {
   auto plain = create_backend(test_backend_name());
   ASSERT_TRUE(plain.ok());

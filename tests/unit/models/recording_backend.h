@@ -43,7 +43,7 @@ class RecordingBackend final : public Backend {
   }
   void free_memory(void* data) override { in_.free_memory(data); }
 
-  bool can_capture() const override { return true; }
+  bool records_graphs() const override { return true; }
   void begin_capture() override {
     if (recording_) ++violations;
     recording_ = true;

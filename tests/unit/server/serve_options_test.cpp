@@ -25,7 +25,7 @@ TEST(ServeOptions, Defaults) {
   EXPECT_EQ(o.port, 8080);
   EXPECT_EQ(o.parallel, 32);
   EXPECT_EQ(o.context, 0);
-  EXPECT_FALSE(o.vision || o.no_thinking || o.no_drafts || r->help);
+  EXPECT_FALSE(o.vision || o.no_thinking || o.no_drafts || o.enforce_eager || r->help);
   EXPECT_FALSE(o.temperature.has_value());
   EXPECT_FALSE(o.max_tokens.has_value());
   EXPECT_EQ(o.max_body_mb, 64);
@@ -63,12 +63,13 @@ TEST(ServeOptions, EveryFlag) {
                   "/tmp",
                   "--cache-mb",
                   "256",
-                  "--no-drafts"});
+                  "--no-drafts",
+                  "--enforce-eager"});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const ServeOptions& o = r->options;
   EXPECT_EQ(o.checkpoint, "ckpt");
   EXPECT_EQ(o.backend, "cuda");
-  EXPECT_TRUE(o.vision && o.no_thinking && o.no_drafts);
+  EXPECT_TRUE(o.vision && o.no_thinking && o.no_drafts && o.enforce_eager);
   EXPECT_EQ(o.context, 8192);
   EXPECT_EQ(o.parallel, 8);
   EXPECT_EQ(o.served_name(), "ocr");
@@ -129,10 +130,26 @@ TEST(ServeOptions, HelpListsEveryFlagWithDefault) {
   EXPECT_TRUE(r->help);
   EXPECT_TRUE(parse({"-h"})->help);
   std::string h = serve_help();
-  for (const char* flag :
-       {"--backend", "--vision", "--context", "--parallel", "--no-thinking", "--name", "--host", "--port",
-        "--temperature", "--max-tokens", "--api-key", "--max-body-mb", "--max-image-pixels",
-        "--allowed-media-dir", "--cache-mb", "--no-drafts", "--drafts", "--devices", "--replicas"}) {
+  for (const char* flag : {"--backend",
+                           "--vision",
+                           "--context",
+                           "--parallel",
+                           "--no-thinking",
+                           "--name",
+                           "--host",
+                           "--port",
+                           "--temperature",
+                           "--max-tokens",
+                           "--api-key",
+                           "--max-body-mb",
+                           "--max-image-pixels",
+                           "--allowed-media-dir",
+                           "--cache-mb",
+                           "--no-drafts",
+                           "--drafts",
+                           "--devices",
+                           "--replicas",
+                           "--enforce-eager"}) {
     size_t at = h.find(std::string("  ") + flag + " ");
     ASSERT_NE(at, std::string::npos) << flag;
     std::string line = h.substr(at, h.find('\n', at) - at);
