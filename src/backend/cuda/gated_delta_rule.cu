@@ -1,9 +1,8 @@
-// Gated delta rule, chunked (prefill) and recurrent (decode) forms, one block per value head. The
+// Gated delta rule of one sequence: the recurrent (decode) form, one block per value head, and the
+// chunked (prefill) form as gated_delta_rule_chunks.cu's two launches over the call as one segment. The
 // arithmetic is the CPU reference's statement by statement (backend/cpu/gated_delta_rule.cpp): every
 // sum runs in the same order, so the outputs and the f32 state are bit-identical to it. Within a
-// head, threads split the independent output elements; the sequential parts (the cumsum, the forward
-// substitution's row order) stay sequential. Per-head f32 scratch (normalised q/k rows, U_v, U_k, v')
-// lives in one global buffer allocated for the call.
+// head, threads split the independent output elements; the token order stays sequential.
 #include <atomic>
 
 #include "backend/cuda/common.cuh"
@@ -16,9 +15,6 @@ namespace tf::cuda {
 
 namespace {
 
-using gdr::chunked_head;
-using gdr::chunked_scratch;
-using gdr::kChunk;
 using gdr::KeepPlan;
 using gdr::kThreads;
 using gdr::recurrent_head;
@@ -31,15 +27,6 @@ __global__ void recurrent_kernel(Dims d, const T* q, const T* k, const T* v, con
   const int64_t h = blockIdx.x;
   float* qs = scratch + h * 2 * d.dk;
   recurrent_head(d, h, q, k, v, g, beta, state + h * d.dk * d.dv, out, qs, qs + d.dk, div, KeepPlan{});
-}
-
-// scratch per head: chunked_scratch(dk, dv). grid hv.
-template <class T>
-__global__ void chunked_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
-                               float* state, T* out, float* scratch, float mul) {
-  const int64_t h = blockIdx.x;
-  chunked_head(d, h, q, k, v, g, beta, state + h * d.dk * d.dv, out,
-               scratch + h * chunked_scratch(d.dk, d.dv), mul, KeepPlan{});
 }
 
 }  // namespace
@@ -57,18 +44,14 @@ void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, c
   // chunk: query * (1 / dk**0.5); recurrent: query / dk**0.5 (Python doubles, f32 tensor op).
   const float mul = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.dk)));
   const float div = static_cast<float>(std::sqrt(static_cast<double>(d.dk)));
-  const size_t per_head = static_cast<size_t>(chunked ? chunked_scratch(d.dk, d.dv) : 2 * d.dk);
+  if (chunked)
+    return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(state), nullptr, 1, out, nullptr, mul);
   float* scratch = nullptr;
-  TF_CUDA_CHECK(cudaMallocAsync(&scratch, per_head * d.hv * sizeof(float), s));
+  TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(2 * d.dk * d.hv) * sizeof(float), s));
   TF_DISPATCH_ACT(q.dtype, T, {
-    if (chunked)
-      chunked_kernel<T><<<static_cast<unsigned>(d.hv), kThreads, 0, s>>>(
-          d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-          ptr<float>(state), ptr<T>(out), scratch, mul);
-    else
-      recurrent_kernel<T><<<static_cast<unsigned>(d.hv), kThreads, 0, s>>>(
-          d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-          ptr<float>(state), ptr<T>(out), scratch, div);
+    recurrent_kernel<T><<<static_cast<unsigned>(d.hv), kThreads, 0, s>>>(
+        d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
+        ptr<float>(state), ptr<T>(out), scratch, div);
     TF_CUDA_LAUNCHED();
   });
   TF_CUDA_CHECK(cudaFreeAsync(scratch, s));

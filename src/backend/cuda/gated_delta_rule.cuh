@@ -1,7 +1,7 @@
-// Gated delta rule device code shared by the one-sequence kernels (gated_delta_rule.cu) and the
-// kernels over all segments of a step on a pool of slots (gated_delta_rule_slots.cu): one function per
-// value head per form, the CPU reference's arithmetic statement by statement, so both files give the
-// CPU's bits. Included by those two files only (their anonymous namespaces hold the instantiations).
+// Gated delta rule device code shared by the one-sequence kernels (gated_delta_rule.cu), the kernels
+// over all segments of a step on a pool of slots (gated_delta_rule_slots.cu) and the chunked form's two
+// launches (gated_delta_rule_chunks.cu): the CPU reference's arithmetic statement by statement, so all
+// give the CPU's bits. Included by those files only.
 #pragma once
 #include "backend/cuda/common.cuh"
 #include "backend/op_checks.h"
@@ -80,101 +80,11 @@ __device__ void recurrent_head(const Dims& d, int64_t h, const T* q, const T* k,
   }
 }
 
-// f32 scratch floats per head of the chunked form: qs, ks, uk [C, dk]; uv, vp [C, dv].
-__host__ __device__ inline int64_t chunked_scratch(int64_t dk, int64_t dv) {
-  return kChunk * (3 * dk + 2 * dv);
-}
-
-// One value head h over the call's tokens, in chunks of 64 counted from position pos0 = kp.pos0 (the
-// first chunk ends at the next multiple of 64; the one-sequence op passes 0). q..out point at the
-// call's first row; S [dk, dv] the head's state; scratch chunked_scratch(dk, dv) floats.
-template <class T>
-__device__ void chunked_head(const Dims& d, int64_t h, const T* q, const T* k, const T* v, const float* g,
-                             const T* beta, float* S, T* out, float* scratch, float mul, const KeepPlan& kp) {
-  __shared__ float cum[kChunk], B[kChunk], P[kChunk][kChunk], A[kChunk][kChunk];
-  const int64_t dk = d.dk, dv = d.dv;
-  float* qs = scratch;
-  float* ks = qs + kChunk * dk;
-  float* uk = ks + kChunk * dk;
-  float* uv = uk + kChunk * dk;
-  float* vp = uv + kChunk * dv;
-  int L = 0;
-  for (int64_t c0 = 0; c0 < d.n; c0 += L) {
-    const int64_t to_end = kChunk - (kp.pos0 + c0) % kChunk;
-    L = static_cast<int>(d.n - c0 < to_end ? d.n - c0 : to_end);
-    load_qk(d, q, k, h, c0, L, /*divide=*/false, mul, 0.0f, qs, ks);
-    if (threadIdx.x == 0) {
-      double acc = 0.0;  // torch's CPU cumsum: double accumulator, each prefix rounded to f32
-      for (int i = 0; i < L; ++i) cum[i] = static_cast<float>(acc += g[(c0 + i) * d.hv + h]);
-    }
-    for (int i = threadIdx.x; i < L; i += blockDim.x) B[i] = to_f(beta[(c0 + i) * d.hv + h]);
-    __syncthreads();
-    for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
-      const int i = e / L, j = e % L;
-      if (j <= i) P[i][j] = exp_f(cum[i] - cum[j]);
-    }
-    __syncthreads();
-    // A[i][j] = (kβ_i · k_j) P[i][j], j < i
-    for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
-      const int i = e / L, j = e % L;
-      if (j >= i) continue;
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int64_t c = 0; c < dk; ++c) acc[c & 7] += (ks[i * dk + c] * B[i]) * ks[j * dk + c];
-      A[i][j] = combine8(acc) * P[i][j];
-    }
-    __syncthreads();
-    // Forward substitution, row by row: [U_v | U_k]_i = [vβ | kβ∘exp(c)]_i - Σ_{j<i} A[i][j] [U_v | U_k]_j
-    for (int i = 0; i < L; ++i) {
-      const float ec = exp_f(cum[i]);
-      for (int64_t e = threadIdx.x; e < dv + dk; e += blockDim.x) {
-        if (e < dv) {
-          float u = to_f(v[((c0 + i) * d.hv + h) * dv + e]) * B[i];
-          for (int j = 0; j < i; ++j) u -= A[i][j] * uv[j * dv + e];
-          uv[i * dv + e] = u;
-        } else {
-          const int64_t c = e - dv;
-          float u = (ks[i * dk + c] * B[i]) * ec;
-          for (int j = 0; j < i; ++j) u -= A[i][j] * uk[j * dk + c];
-          uk[i * dk + c] = u;
-        }
-      }
-      __syncthreads();
-    }
-    // v' = U_v - U_k S
-    for (int64_t e = threadIdx.x; e < L * dv; e += blockDim.x) {
-      const int64_t i = e / dv, c = e % dv;
-      float acc = 0.0f;
-      for (int64_t j = 0; j < dk; ++j) acc += uk[i * dk + j] * S[j * dv + c];
-      vp[e] = uv[e] - acc;
-    }
-    // A now holds (q_i · k_j) P[i][j] for j <= i.
-    for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
-      const int i = e / L, j = e % L;
-      if (j <= i) A[i][j] = dot8(qs + i * dk, ks + j * dk, dk) * P[i][j];
-    }
-    __syncthreads();
-    // o_i = (q_i exp(c_i)) S + Σ_{j<=i} A[i][j] v'_j, the two products summed apart, then added.
-    for (int64_t e = threadIdx.x; e < L * dv; e += blockDim.x) {
-      const int64_t i = e / dv, c = e % dv;
-      const float ec = exp_f(cum[i]);
-      float o = 0.0f, o2 = 0.0f;
-      for (int64_t j = 0; j < dk; ++j) o += (qs[i * dk + j] * ec) * S[j * dv + c];
-      for (int64_t j = 0; j <= i; ++j) o2 += A[i][j] * vp[j * dv + c];
-      out[((c0 + i) * d.hv + h) * dv + c] = from_f<T>(o + o2);
-    }
-    __syncthreads();  // every read of the old state is done
-    // S = S exp(c_last) + Σ_i (k_i exp(c_last - c_i)) ⊗ v'_i
-    const float last = cum[L - 1], el = exp_f(last);
-    float* kept = kp.at(c0 + L - 1, h, dk * dv);
-    for (int64_t e = threadIdx.x; e < dk * dv; e += blockDim.x) {
-      const int64_t r = e / dv, c = e % dv;
-      float upd = 0.0f;
-      for (int i = 0; i < L; ++i) upd += (ks[i * dk + r] * exp_f(last - cum[i])) * vp[i * dv + c];
-      S[e] = S[e] * el + upd;
-      if (kept) kept[e] = S[e];
-    }
-    __syncthreads();
-  }
-}
+// The chunked form over a call's segments (gated_delta_rule_chunks.cu): segs [n_seg, 6] on the device as
+// gated_delta_rule_slots.cu reads it, or null for the call's rows as one segment on `states` from position
+// 0; keep null: nothing kept. mul: the query multiplier.
+void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& g, const Tensor& beta, float* states, const int32_t* segs,
+                         int64_t n_seg, const Tensor& out, float* keep, float mul);
 
 }  // namespace tf::cuda::gdr

@@ -1,7 +1,7 @@
 // Gated delta rule over every segment of a step on a pool of state slots (ops.h
-// gated_delta_rule_{chunked,recurrent}_slots): one launch, one block per (value head, segment), each
-// running gated_delta_rule.cu's per-head code (gated_delta_rule.cuh) on its segment's rows and its
-// slot's state in place. A segment's bits are those of the one-sequence kernel over its rows (the
+// gated_delta_rule_{chunked,recurrent}_slots): the recurrent form in one launch, one block per (value
+// head, segment), running gated_delta_rule.cu's per-head code (gated_delta_rule.cuh) on its segment's
+// rows and its slot's state in place; the chunked form as gated_delta_rule_chunks.cu's two launches. A segment's bits are those of the one-sequence kernel over its rows (the
 // CPU's, bit for bit), whatever the other segments, their number or their order. Kept states (draft
 // verification rows, prompt-cache multiples of 64) are written from the same threads that update S.
 // With test_hooks::set_cuda_delta_rule_variant(1) the segments run one by one through
@@ -39,29 +39,20 @@ __device__ Seg read_seg(const int32_t* segs, int64_t s, float* keep, int64_t hea
   return g;
 }
 
-// grid (hv, n_seg); scratch per (segment, head): chunked_scratch(dk, dv) when kChunked, else qs, ks
-// [dk]. scale: the chunked rule's query multiplier, or the recurrent rule's query divisor.
-template <class T, bool kChunked>
+// grid (hv, n_seg); scratch per (segment, head): qs, ks [dk]. div: the recurrent rule's query divisor.
+template <class T>
 __global__ void slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
                              float* states, const int32_t* segs, T* out, float* keep, float* scratch,
-                             float scale) {
+                             float div) {
   const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
   const Seg sg = read_seg(segs, s, keep, hs);
   if (sg.n <= 0) return;
   Dims ds = d;
   ds.n = sg.n;
   const T *qr = q + sg.r0 * d.hk * d.dk, *kr = k + sg.r0 * d.hk * d.dk, *vr = v + sg.r0 * d.hv * d.dv;
-  const float* gr = g + sg.r0 * d.hv;
-  const T* br = beta + sg.r0 * d.hv;
-  float* S = states + sg.slot * hs + h * d.dk * d.dv;
-  T* o = out + sg.r0 * d.hv * d.dv;
-  if constexpr (kChunked) {
-    gdr::chunked_head(ds, h, qr, kr, vr, gr, br, S, o,
-                      scratch + (s * d.hv + h) * gdr::chunked_scratch(d.dk, d.dv), scale, sg.kp);
-  } else {
-    float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
-    gdr::recurrent_head(ds, h, qr, kr, vr, gr, br, S, o, qs, qs + d.dk, scale, sg.kp);
-  }
+  float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
+  gdr::recurrent_head(ds, h, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv, states + sg.slot * hs + h * d.dk * d.dv,
+                      out + sg.r0 * d.hv * d.dv, qs, qs + d.dk, div, sg.kp);
 }
 
 Tensor slot_of(const Tensor& pool, int64_t i) {
@@ -115,16 +106,17 @@ void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor
   // chunk: query * (1 / dk**0.5); recurrent: query / dk**0.5 (Python doubles, f32 tensor op).
   const float mul = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.dk)));
   const float div = static_cast<float>(std::sqrt(static_cast<double>(d.dk)));
-  const int64_t per_head = chunked ? gdr::chunked_scratch(d.dk, d.dv) : 2 * d.dk;
-  float* scratch = nullptr;
-  TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(per_head * d.hv * n_seg) * sizeof(float), s));
-  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg));
   float* kp = keep ? ptr<float>(*keep) : nullptr;
+  if (chunked)
+    return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(states), ptr<const int32_t>(segs), n_seg,
+                                    out, kp, mul);
+  float* scratch = nullptr;
+  TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(2 * d.dk * d.hv * n_seg) * sizeof(float), s));
+  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg));
   TF_DISPATCH_ACT(q.dtype, T, {
-    auto* kernel = chunked ? slots_kernel<T, true> : slots_kernel<T, false>;
-    kernel<<<grid, gdr::kThreads, 0, s>>>(
+    slots_kernel<T><<<grid, gdr::kThreads, 0, s>>>(
         d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, chunked ? mul : div);
+        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, div);
     TF_CUDA_LAUNCHED();
   });
   TF_CUDA_CHECK(cudaFreeAsync(scratch, s));

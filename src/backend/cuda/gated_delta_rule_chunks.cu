@@ -1,0 +1,262 @@
+// The chunked gated delta rule (prefill, multi-token verification) in two launches, the CPU reference's
+// arithmetic statement by statement (backend/cpu/gated_delta_rule.cpp), so the outputs and the f32 states
+// are bit-identical to it:
+//   1. prep, one block per (value head, chunk of 64 positions) of every segment: everything a chunk
+//      computes without the state (normalised q/k, the decay cumsum, kβkᵀ∘P, the forward substitution
+//      U_v, U_k, (q kᵀ)∘P), written to a per-chunk scratch together with q∘exp(c) and k∘exp(c_last - c),
+//      the two products the state terms multiply;
+//   2. scan, one block per (value head, segment, 16 value columns): the state's columns are independent
+//      (v' = U_v - U_k S, o = (q∘e^c) S + A v', S = S e^{c_last} + (k∘e^{c_last-c})ᵀ v' all act column by
+//      column), so each block carries its 16 columns of S through the segment's chunks in order.
+// Every element is one thread's sum in the reference's order; only which thread computes it changed. Chunks
+// are counted from the segment's first position pos0 (the first ends at the next multiple of 64).
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/gated_delta_rule.cuh"
+#include "backend/cuda/once_per_device.h"
+
+namespace tf::cuda::gdr {
+namespace {
+
+constexpr int kCols = 16;  // value columns per scan block
+
+struct ChunkSeg {
+  int64_t r0 = 0, n = 0, slot = 0, pos0 = 0;
+  int32_t keep_idx = -1, keep_step = 1;
+};
+
+// Segment s of segs[n_seg, 6] (gated_delta_rule_slots.cu's table); segs null: the call's n rows as one
+// segment on state slot 0 from position 0, nothing kept (the one-sequence op).
+__device__ ChunkSeg seg_at(const int32_t* segs, int64_t s, int64_t n) {
+  ChunkSeg g;
+  if (!segs) {
+    g.n = n;
+    return g;
+  }
+  const int32_t* r = segs + s * 6;
+  g.r0 = r[0];
+  g.n = r[1] - r[0];
+  g.slot = r[2];
+  g.pos0 = r[3];
+  g.keep_idx = r[4];
+  g.keep_step = r[5] > 0 ? r[5] : 1;
+  return g;
+}
+
+__device__ int64_t n_chunks(const ChunkSeg& g) {
+  return g.n <= 0 ? 0 : (g.pos0 + g.n - 1) / kChunk - g.pos0 / kChunk + 1;
+}
+
+// Rows [c0, c0 + L) of the segment (relative to its first row) are its chunk j.
+__device__ void chunk_rows(const ChunkSeg& g, int64_t j, int64_t& c0, int& L) {
+  const int64_t first = kChunk - g.pos0 % kChunk;
+  c0 = j == 0 ? 0 : first + (j - 1) * kChunk;
+  const int64_t len = j == 0 ? first : kChunk;
+  L = static_cast<int>(len < g.n - c0 ? len : g.n - c0);
+}
+
+// Per (chunk, head) f32 scratch: uv [C, dv], uk, qe, kd [C, dk], aq [C, C], cum [C].
+struct ChunkScratch {
+  float *uv, *uk, *qe, *kd, *aq, *cum;
+};
+__host__ __device__ int64_t scratch_per_chunk(int64_t dk, int64_t dv) {
+  return kChunk * (dv + 3 * dk) + kChunk * kChunk + kChunk;
+}
+__device__ ChunkScratch scratch_at(float* base, int64_t fc, int64_t h, const Dims& d) {
+  ChunkScratch c;
+  c.uv = base + (fc * d.hv + h) * scratch_per_chunk(d.dk, d.dv);
+  c.uk = c.uv + kChunk * d.dv;
+  c.qe = c.uk + kChunk * d.dk;
+  c.kd = c.qe + kChunk * d.dk;
+  c.aq = c.kd + kChunk * d.dk;
+  c.cum = c.aq + kChunk * kChunk;
+  return c;
+}
+
+// grid (hv, a bound on the call's chunks); blocks past the last chunk return.
+template <class T>
+__global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
+                            const int32_t* segs, int64_t n_seg, float* scratch, float mul) {
+  __shared__ float cum[kChunk], B[kChunk], P[kChunk][kChunk], A[kChunk][kChunk];
+  const int64_t h = blockIdx.x, dk = d.dk, dv = d.dv;
+  int64_t fc = blockIdx.y, s = 0;
+  ChunkSeg sg;
+  for (;; ++s) {
+    if (s == n_seg) return;
+    sg = seg_at(segs, s, d.n);
+    const int64_t c = n_chunks(sg);
+    if (fc < c) break;
+    fc -= c;
+  }
+  int64_t c0 = 0;
+  int L = 0;
+  chunk_rows(sg, fc, c0, L);
+  const ChunkScratch sc = scratch_at(scratch, blockIdx.y, h, d);
+  const int64_t r0 = sg.r0 + c0;  // the chunk's first row in the call
+  float* qs = sc.qe;              // normalised q and k first; scaled in place at the end
+  float* ks = sc.kd;
+  load_qk(d, q + r0 * d.hk * dk, k + r0 * d.hk * dk, h, 0, L, /*divide=*/false, mul, 0.0f, qs, ks);
+  if (threadIdx.x == 0) {
+    double acc = 0.0;  // torch's CPU cumsum: double accumulator, each prefix rounded to f32
+    for (int i = 0; i < L; ++i) sc.cum[i] = cum[i] = static_cast<float>(acc += g[(r0 + i) * d.hv + h]);
+  }
+  for (int i = threadIdx.x; i < L; i += blockDim.x) B[i] = to_f(beta[(r0 + i) * d.hv + h]);
+  __syncthreads();
+  for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
+    const int i = e / L, j = e % L;
+    if (j <= i) P[i][j] = exp_f(cum[i] - cum[j]);
+  }
+  __syncthreads();
+  // A[i][j] = (kβ_i · k_j) P[i][j], j < i
+  for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
+    const int i = e / L, j = e % L;
+    if (j >= i) continue;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t c = 0; c < dk; ++c) acc[c & 7] += (ks[i * dk + c] * B[i]) * ks[j * dk + c];
+    A[i][j] = combine8(acc) * P[i][j];
+  }
+  __syncthreads();
+  // Forward substitution: [U_v | U_k]_i = [vβ | kβ∘exp(c)]_i - Σ_{j<i} A[i][j] [U_v | U_k]_j. A thread
+  // owns its columns through every row, so the rows need no barrier between them.
+  for (int64_t e = threadIdx.x; e < dv + dk; e += blockDim.x)
+    for (int i = 0; i < L; ++i) {
+      if (e < dv) {
+        float u = to_f(v[(r0 + i) * d.hv * dv + h * dv + e]) * B[i];
+        for (int j = 0; j < i; ++j) u -= A[i][j] * sc.uv[j * dv + e];
+        sc.uv[i * dv + e] = u;
+      } else {
+        const int64_t c = e - dv;
+        float u = (ks[i * dk + c] * B[i]) * exp_f(cum[i]);
+        for (int j = 0; j < i; ++j) u -= A[i][j] * sc.uk[j * dk + c];
+        sc.uk[i * dk + c] = u;
+      }
+    }
+  // aq[i][j] = (q_i · k_j) P[i][j] for j <= i.
+  for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
+    const int i = e / L, j = e % L;
+    if (j <= i) sc.aq[i * kChunk + j] = dot8(qs + i * dk, ks + j * dk, dk) * P[i][j];
+  }
+  __syncthreads();  // every read of the unscaled q and k is done
+  const float last = cum[L - 1];
+  for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
+    const int64_t i = e / dk;
+    qs[e] = qs[e] * exp_f(cum[i]);         // q_i exp(c_i)
+    ks[e] = ks[e] * exp_f(last - cum[i]);  // k_i exp(c_last - c_i)
+  }
+}
+
+// Dynamic shared memory floats of the scan: S [dk, kCols], v' [C, kCols], uk, qe, kd [C, dk], aq [C, C],
+// cum [C].
+__host__ __device__ int64_t scan_smem_floats(int64_t dk) {
+  return dk * kCols + kChunk * kCols + 3 * kChunk * dk + kChunk * kChunk + kChunk;
+}
+
+// grid (hv, n_seg, ceil(dv / kCols)): block (h, s, z) carries value columns [16 z, 16 z + 16) of head h's
+// state through segment s's chunks. states [.., hv, dk, dv] (slot stride hv·dk·dv); keep likewise.
+template <class T>
+__global__ void scan_kernel(Dims d, const int32_t* segs, float* states, T* out, float* keep,
+                            const float* scratch) {
+  extern __shared__ float sm[];
+  const int64_t h = blockIdx.x, s = blockIdx.y, dk = d.dk, dv = d.dv;
+  const int64_t c_lo = static_cast<int64_t>(blockIdx.z) * kCols;
+  const int nc = static_cast<int>(dv - c_lo < kCols ? dv - c_lo : kCols);
+  const ChunkSeg sg = seg_at(segs, s, d.n);
+  if (sg.n <= 0) return;
+  int64_t first = 0;  // the segment's first chunk in the call's chunk order
+  for (int64_t t = 0; t < s; ++t) first += n_chunks(seg_at(segs, t, d.n));
+  const int64_t hs = d.hv * dk * dv;
+  float* S = states + sg.slot * hs + h * dk * dv;
+  KeepPlan kp;
+  kp.keep = keep && sg.keep_idx >= 0 ? keep + sg.keep_idx * hs : nullptr;
+  kp.pos0 = sg.pos0;
+  kp.step = sg.keep_step;
+  kp.stride = hs;
+  float* Ss = sm;                   // [dk, kCols]
+  float* vp = Ss + dk * kCols;      // [C, kCols]
+  float* uk = vp + kChunk * kCols;  // [C, dk]
+  float* qe = uk + kChunk * dk;
+  float* kd = qe + kChunk * dk;
+  float* aq = kd + kChunk * dk;  // [C, C]
+  float* cum = aq + kChunk * kChunk;
+  for (int64_t e = threadIdx.x; e < dk * nc; e += blockDim.x)
+    Ss[(e / nc) * kCols + e % nc] = S[(e / nc) * dv + c_lo + e % nc];
+  const int64_t nch = n_chunks(sg);
+  for (int64_t j = 0; j < nch; ++j) {
+    int64_t c0 = 0;
+    int L = 0;
+    chunk_rows(sg, j, c0, L);
+    const ChunkScratch sc = scratch_at(const_cast<float*>(scratch), first + j, h, d);
+    for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
+      uk[e] = sc.uk[e];
+      qe[e] = sc.qe[e];
+      kd[e] = sc.kd[e];
+    }
+    for (int e = threadIdx.x; e < L * kChunk; e += blockDim.x) aq[e] = sc.aq[e];
+    for (int e = threadIdx.x; e < L; e += blockDim.x) cum[e] = sc.cum[e];
+    __syncthreads();
+    // v' = U_v - U_k S
+    for (int e = threadIdx.x; e < L * nc; e += blockDim.x) {
+      const int i = e / nc, cc = e % nc;
+      float acc = 0.0f;
+      for (int64_t r = 0; r < dk; ++r) acc += uk[i * dk + r] * Ss[r * kCols + cc];
+      vp[i * kCols + cc] = sc.uv[i * dv + c_lo + cc] - acc;
+    }
+    __syncthreads();
+    // o_i = (q_i exp(c_i)) S + Σ_{j<=i} A[i][j] v'_j, the two products summed apart, then added.
+    for (int e = threadIdx.x; e < L * nc; e += blockDim.x) {
+      const int i = e / nc, cc = e % nc;
+      float o = 0.0f, o2 = 0.0f;
+      for (int64_t r = 0; r < dk; ++r) o += qe[i * dk + r] * Ss[r * kCols + cc];
+      for (int t = 0; t <= i; ++t) o2 += aq[i * kChunk + t] * vp[t * kCols + cc];
+      out[((sg.r0 + c0 + i) * d.hv + h) * dv + c_lo + cc] = from_f<T>(o + o2);
+    }
+    __syncthreads();  // every read of the old state is done
+    // S = S exp(c_last) + Σ_i (k_i exp(c_last - c_i)) ⊗ v'_i
+    const float el = exp_f(cum[L - 1]);
+    float* kept = kp.at(c0 + L - 1, h, dk * dv);
+    for (int64_t e = threadIdx.x; e < dk * nc; e += blockDim.x) {
+      const int64_t r = e / nc, cc = e % nc;
+      float upd = 0.0f;
+      for (int i = 0; i < L; ++i) upd += kd[i * dk + r] * vp[i * kCols + cc];
+      const float nv = Ss[r * kCols + cc] * el + upd;
+      Ss[r * kCols + cc] = nv;
+      if (kept) kept[r * dv + c_lo + cc] = nv;
+    }
+    __syncthreads();
+  }
+  for (int64_t e = threadIdx.x; e < dk * nc; e += blockDim.x)
+    S[(e / nc) * dv + c_lo + e % nc] = Ss[(e / nc) * kCols + e % nc];
+}
+
+}  // namespace
+
+void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& g, const Tensor& beta, float* states, const int32_t* segs,
+                         int64_t n_seg, const Tensor& out, float* keep, float mul) {
+  if (d.n == 0 || d.hv == 0 || n_seg == 0) return;
+  const int64_t smem = scan_smem_floats(d.dk) * static_cast<int64_t>(sizeof(float));
+  TF_CHECK(smem <= 227 * 1024 && "gated delta rule: key head dim too large for the chunk scan");
+  // Each segment has at most n_s / 64 + 2 chunks (a partial one at each end).
+  const int64_t chunk_bound = d.n / kChunk + 2 * n_seg;
+  TF_CHECK(chunk_bound <= 65535 && n_seg <= 65535);
+  float* scratch = nullptr;
+  TF_CUDA_CHECK(cudaMallocAsync(
+      &scratch, static_cast<size_t>(scratch_per_chunk(d.dk, d.dv) * d.hv * chunk_bound) * sizeof(float), s));
+  TF_DISPATCH_ACT(q.dtype, T, {
+    prep_kernel<T><<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads, 0, s>>>(
+        d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta), segs,
+        n_seg, scratch, mul);
+    TF_CUDA_LAUNCHED();
+    static OncePerDevice attr;  // the limit is per device; the largest the scan can ask for
+    attr.run([&](int) {
+      TF_CUDA_CHECK(
+          cudaFuncSetAttribute(scan_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    });
+    const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
+                    static_cast<unsigned>((d.dv + kCols - 1) / kCols));
+    scan_kernel<T><<<grid, kThreads, static_cast<size_t>(smem), s>>>(d, segs, states, ptr<T>(out), keep, scratch);
+    TF_CUDA_LAUNCHED();
+  });
+  TF_CUDA_CHECK(cudaFreeAsync(scratch, s));
+}
+
+}  // namespace tf::cuda::gdr
