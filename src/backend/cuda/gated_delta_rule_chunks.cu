@@ -18,6 +18,8 @@ namespace tf::cuda::gdr {
 namespace {
 
 constexpr int kCols = 16;  // value columns per scan block
+// The prep's dynamic shared memory limit: 227 KiB less its static arrays (P, A and six [C] vectors).
+constexpr int64_t kPrepSmemMax = 227 * 1024 - (2 * kChunk * kChunk + 6 * kChunk) * 4;
 
 struct ChunkSeg {
   int64_t r0 = 0, n = 0, slot = 0, pos0 = 0;
@@ -72,12 +74,20 @@ __device__ ChunkScratch scratch_at(float* base, int64_t fc, int64_t h, const Dim
   return c;
 }
 
+// Dynamic shared memory floats of the prep: normalised q and k [C, dk + 1] (rows padded a float so a
+// warp's threads reading 32 rows at one column hit 32 banks), U [C, dv + dk] (thread e's column e).
+__host__ __device__ int64_t prep_smem_floats(int64_t dk, int64_t dv) {
+  return 2 * kChunk * (dk + 1) + kChunk * (dv + dk);
+}
+
 // grid (hv, a bound on the call's chunks); blocks past the last chunk return.
 template <class T>
 __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
                             const int32_t* segs, int64_t n_seg, float* scratch, float mul) {
-  __shared__ float cum[kChunk], B[kChunk], P[kChunk][kChunk], A[kChunk][kChunk];
-  const int64_t h = blockIdx.x, dk = d.dk, dv = d.dv;
+  extern __shared__ float sm[];
+  __shared__ float cum[kChunk], B[kChunk], ec[kChunk], el[kChunk], inv_q[kChunk], inv_k[kChunk];
+  __shared__ float P[kChunk][kChunk], A[kChunk][kChunk];
+  const int64_t h = blockIdx.x, dk = d.dk, dv = d.dv, ld = dk + 1, kh = h / d.ratio;
   int64_t fc = blockIdx.y, s = 0;
   ChunkSeg sg;
   for (;; ++s) {
@@ -92,15 +102,31 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   chunk_rows(sg, fc, c0, L);
   const ChunkScratch sc = scratch_at(scratch, blockIdx.y, h, d);
   const int64_t r0 = sg.r0 + c0;  // the chunk's first row in the call
-  float* qs = sc.qe;              // normalised q and k first; scaled in place at the end
-  float* ks = sc.kd;
-  load_qk(d, q + r0 * d.hk * dk, k + r0 * d.hk * dk, h, 0, L, /*divide=*/false, mul, 0.0f, qs, ks);
+  float* qs = sm;                 // [C, ld]
+  float* ks = qs + kChunk * ld;   // [C, ld]
+  float* U = ks + kChunk * ld;    // [C, dv + dk]: U_v | U_k
+  const int64_t wu = dv + dk;
+  // load_qk's arithmetic: x * 1/sqrt(Σx² + 1e-6) (dot_f32's lanes), q then times mul.
+  for (int r = threadIdx.x; r < 2 * L; r += blockDim.x) {
+    const int i = r % L;
+    const T* x = (r < L ? q : k) + ((r0 + i) * d.hk + kh) * dk;
+    (r < L ? inv_q : inv_k)[i] = 1.0f / sqrtf(dot8(x, x, dk) + 1e-6f);
+  }
   if (threadIdx.x == 0) {
     double acc = 0.0;  // torch's CPU cumsum: double accumulator, each prefix rounded to f32
     for (int i = 0; i < L; ++i) sc.cum[i] = cum[i] = static_cast<float>(acc += g[(r0 + i) * d.hv + h]);
   }
   for (int i = threadIdx.x; i < L; i += blockDim.x) B[i] = to_f(beta[(r0 + i) * d.hv + h]);
   __syncthreads();
+  for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
+    const int64_t i = e / dk, c = e % dk, src = ((r0 + i) * d.hk + kh) * dk + c;
+    qs[i * ld + c] = (to_f(q[src]) * inv_q[i]) * mul;
+    ks[i * ld + c] = to_f(k[src]) * inv_k[i];
+  }
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    ec[i] = exp_f(cum[i]);
+    el[i] = exp_f(cum[L - 1] - cum[i]);
+  }
   for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
     const int i = e / L, j = e % L;
     if (j <= i) P[i][j] = exp_f(cum[i] - cum[j]);
@@ -111,36 +137,38 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
     const int i = e / L, j = e % L;
     if (j >= i) continue;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t c = 0; c < dk; ++c) acc[c & 7] += (ks[i * dk + c] * B[i]) * ks[j * dk + c];
+    for (int64_t c = 0; c < dk; ++c) acc[c & 7] += (ks[i * ld + c] * B[i]) * ks[j * ld + c];
     A[i][j] = combine8(acc) * P[i][j];
   }
   __syncthreads();
   // Forward substitution: [U_v | U_k]_i = [vβ | kβ∘exp(c)]_i - Σ_{j<i} A[i][j] [U_v | U_k]_j. A thread
   // owns its columns through every row, so the rows need no barrier between them.
-  for (int64_t e = threadIdx.x; e < dv + dk; e += blockDim.x)
+  for (int64_t e = threadIdx.x; e < wu; e += blockDim.x)
     for (int i = 0; i < L; ++i) {
-      if (e < dv) {
-        float u = to_f(v[(r0 + i) * d.hv * dv + h * dv + e]) * B[i];
-        for (int j = 0; j < i; ++j) u -= A[i][j] * sc.uv[j * dv + e];
-        sc.uv[i * dv + e] = u;
-      } else {
-        const int64_t c = e - dv;
-        float u = (ks[i * dk + c] * B[i]) * exp_f(cum[i]);
-        for (int j = 0; j < i; ++j) u -= A[i][j] * sc.uk[j * dk + c];
-        sc.uk[i * dk + c] = u;
-      }
+      float u = e < dv ? to_f(v[((r0 + i) * d.hv + h) * dv + e]) * B[i] : (ks[i * ld + e - dv] * B[i]) * ec[i];
+      for (int j = 0; j < i; ++j) u -= A[i][j] * U[j * wu + e];
+      U[i * wu + e] = u;
     }
-  // aq[i][j] = (q_i · k_j) P[i][j] for j <= i.
+  // aq[i][j] = (q_i · k_j) P[i][j] for j <= i (dot_f32's lanes).
   for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
     const int i = e / L, j = e % L;
-    if (j <= i) sc.aq[i * kChunk + j] = dot8(qs + i * dk, ks + j * dk, dk) * P[i][j];
+    if (j > i) continue;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t c = 0; c < dk; ++c) acc[c & 7] += qs[i * ld + c] * ks[j * ld + c];
+    sc.aq[i * kChunk + j] = combine8(acc) * P[i][j];
   }
-  __syncthreads();  // every read of the unscaled q and k is done
-  const float last = cum[L - 1];
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < L * wu; e += blockDim.x) {
+    const int64_t i = e / wu, c = e % wu;
+    if (c < dv)
+      sc.uv[i * dv + c] = U[e];
+    else
+      sc.uk[i * dk + c - dv] = U[e];
+  }
   for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
-    const int64_t i = e / dk;
-    qs[e] = qs[e] * exp_f(cum[i]);         // q_i exp(c_i)
-    ks[e] = ks[e] * exp_f(last - cum[i]);  // k_i exp(c_last - c_i)
+    const int64_t i = e / dk, c = e % dk;
+    sc.qe[e] = qs[i * ld + c] * ec[i];  // q_i exp(c_i)
+    sc.kd[e] = ks[i * ld + c] * el[i];  // k_i exp(c_last - c_i)
   }
 }
 
@@ -234,7 +262,9 @@ void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const T
                          int64_t n_seg, const Tensor& out, float* keep, float mul) {
   if (d.n == 0 || d.hv == 0 || n_seg == 0) return;
   const int64_t smem = scan_smem_floats(d.dk) * static_cast<int64_t>(sizeof(float));
-  TF_CHECK(smem <= 227 * 1024 && "gated delta rule: key head dim too large for the chunk scan");
+  const int64_t prep_smem = prep_smem_floats(d.dk, d.dv) * static_cast<int64_t>(sizeof(float));
+  TF_CHECK(smem <= 227 * 1024 && prep_smem <= kPrepSmemMax &&
+           "gated delta rule: head dims too large for the chunked kernels");
   // Each segment has at most n_s / 64 + 2 chunks (a partial one at each end).
   const int64_t chunk_bound = d.n / kChunk + 2 * n_seg;
   TF_CHECK(chunk_bound <= 65535 && n_seg <= 65535);
@@ -242,15 +272,18 @@ void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const T
   TF_CUDA_CHECK(cudaMallocAsync(
       &scratch, static_cast<size_t>(scratch_per_chunk(d.dk, d.dv) * d.hv * chunk_bound) * sizeof(float), s));
   TF_DISPATCH_ACT(q.dtype, T, {
-    prep_kernel<T><<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads, 0, s>>>(
-        d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta), segs,
-        n_seg, scratch, mul);
-    TF_CUDA_LAUNCHED();
-    static OncePerDevice attr;  // the limit is per device; the largest the scan can ask for
+    static OncePerDevice attr;  // the limits are per device; the largest the kernels can ask for
     attr.run([&](int) {
+      TF_CUDA_CHECK(cudaFuncSetAttribute(prep_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kPrepSmemMax)));
       TF_CUDA_CHECK(
           cudaFuncSetAttribute(scan_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     });
+    prep_kernel<T><<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads,
+                     static_cast<size_t>(prep_smem), s>>>(d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
+                                                          ptr<const float>(g), ptr<const T>(beta), segs, n_seg,
+                                                          scratch, mul);
+    TF_CUDA_LAUNCHED();
     const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
                     static_cast<unsigned>((d.dv + kCols - 1) / kCols));
     scan_kernel<T><<<grid, kThreads, static_cast<size_t>(smem), s>>>(d, segs, states, ptr<T>(out), keep, scratch);
