@@ -145,7 +145,8 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   // owns its columns through every row, so the rows need no barrier between them.
   for (int64_t e = threadIdx.x; e < wu; e += blockDim.x)
     for (int i = 0; i < L; ++i) {
-      float u = e < dv ? to_f(v[((r0 + i) * d.hv + h) * dv + e]) * B[i] : (ks[i * ld + e - dv] * B[i]) * ec[i];
+      float u =
+          e < dv ? to_f(v[((r0 + i) * d.hv + h) * dv + e]) * B[i] : (ks[i * ld + e - dv] * B[i]) * ec[i];
       for (int j = 0; j < i; ++j) u -= A[i][j] * U[j * wu + e];
       U[i * wu + e] = u;
     }
@@ -280,13 +281,14 @@ void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const T
           cudaFuncSetAttribute(scan_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     });
     prep_kernel<T><<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads,
-                     static_cast<size_t>(prep_smem), s>>>(d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
-                                                          ptr<const float>(g), ptr<const T>(beta), segs, n_seg,
-                                                          scratch, mul);
+                     static_cast<size_t>(prep_smem), s>>>(d, ptr<const T>(q), ptr<const T>(k),
+                                                          ptr<const T>(v), ptr<const float>(g),
+                                                          ptr<const T>(beta), segs, n_seg, scratch, mul);
     TF_CUDA_LAUNCHED();
     const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
                     static_cast<unsigned>((d.dv + kCols - 1) / kCols));
-    scan_kernel<T><<<grid, kThreads, static_cast<size_t>(smem), s>>>(d, segs, states, ptr<T>(out), keep, scratch);
+    scan_kernel<T>
+        <<<grid, kThreads, static_cast<size_t>(smem), s>>>(d, segs, states, ptr<T>(out), keep, scratch);
     TF_CUDA_LAUNCHED();
   });
   TF_CUDA_CHECK(cudaFreeAsync(scratch, s));

@@ -1,11 +1,11 @@
 // Gated delta rule over every segment of a step on a pool of state slots (ops.h
 // gated_delta_rule_{chunked,recurrent}_slots): the recurrent form in one launch, one block per (value
 // head, segment), running gated_delta_rule.cu's per-head code (gated_delta_rule.cuh) on its segment's
-// rows and its slot's state in place; the chunked form as gated_delta_rule_chunks.cu's two launches. A segment's bits are those of the one-sequence kernel over its rows (the
-// CPU's, bit for bit), whatever the other segments, their number or their order. Kept states (draft
-// verification rows, prompt-cache multiples of 64) are written from the same threads that update S.
-// With test_hooks::set_cuda_delta_rule_variant(1) the segments run one by one through
-// gated_delta_rule_seq.cu's kernel (host loop; that variant is a test path).
+// rows and its slot's state in place; the chunked form as gated_delta_rule_chunks.cu's two launches. A
+// segment's bits are those of the one-sequence kernel over its rows (the CPU's, bit for bit), whatever the
+// other segments, their number or their order. Kept states (draft verification rows, prompt-cache multiples
+// of 64) are written from the same threads that update S. With test_hooks::set_cuda_delta_rule_variant(1) the
+// segments run one by one through gated_delta_rule_seq.cu's kernel (host loop; that variant is a test path).
 #include <algorithm>
 #include <atomic>
 
@@ -51,8 +51,9 @@ __global__ void slots_kernel(Dims d, const T* q, const T* k, const T* v, const f
   ds.n = sg.n;
   const T *qr = q + sg.r0 * d.hk * d.dk, *kr = k + sg.r0 * d.hk * d.dk, *vr = v + sg.r0 * d.hv * d.dv;
   float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
-  gdr::recurrent_head(ds, h, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv, states + sg.slot * hs + h * d.dk * d.dv,
-                      out + sg.r0 * d.hv * d.dv, qs, qs + d.dk, div, sg.kp);
+  gdr::recurrent_head(ds, h, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv,
+                      states + sg.slot * hs + h * d.dk * d.dv, out + sg.r0 * d.hv * d.dv, qs, qs + d.dk, div,
+                      sg.kp);
 }
 
 Tensor slot_of(const Tensor& pool, int64_t i) {
@@ -108,8 +109,8 @@ void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor
   const float div = static_cast<float>(std::sqrt(static_cast<double>(d.dk)));
   float* kp = keep ? ptr<float>(*keep) : nullptr;
   if (chunked)
-    return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(states), ptr<const int32_t>(segs), n_seg,
-                                    out, kp, mul);
+    return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(states), ptr<const int32_t>(segs),
+                                    n_seg, out, kp, mul);
   float* scratch = nullptr;
   TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(2 * d.dk * d.hv * n_seg) * sizeof(float), s));
   const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg));

@@ -332,9 +332,9 @@ TEST_F(CudaContract, GatedDeltaRuleSeqSplitInvariance) {
 // ---- the default kernels (gated_delta_rule.cu, gated_delta_rule_chunks.cu): the CPU's arithmetic, bit
 // for bit (the chunked form's prep and column-split scan keep every element's sum order) ---------
 TEST_F(CudaContract, GatedDeltaRuleChunked) {
-  const DeltaCase cases[] = {{1, 2, 4, 128, 128},   {63, 2, 4, 128, 128},    {64, 2, 4, 128, 128},
-                             {65, 2, 4, 128, 128},  {130, 2, 4, 128, 128},   {63, 1, 2, 33, 17},
-                             {130, 1, 2, 33, 17},   {130, 16, 32, 128, 128}, {4000, 1, 2, 128, 128}};
+  const DeltaCase cases[] = {{1, 2, 4, 128, 128},  {63, 2, 4, 128, 128},    {64, 2, 4, 128, 128},
+                             {65, 2, 4, 128, 128}, {130, 2, 4, 128, 128},   {63, 1, 2, 33, 17},
+                             {130, 1, 2, 33, 17},  {130, 16, 32, 128, 128}, {4000, 1, 2, 128, 128}};
   uint32_t seed = 2200;
   for (const DeltaCase& c : cases)
     for (DType act : kActs)
