@@ -173,21 +173,28 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   }
 }
 
-// Dynamic shared memory floats of the scan: S [dk, kCols], v' [C, kCols], uk, qe, kd [C, dk], aq [C, C],
-// cum [C].
+// Dynamic shared memory floats of the scan: S [dk, kCols], v' [C, kCols], uk, qe [C, dk + 1] (padded as the
+// prep's q/k), kd [C, dk], aq [C, C], cum [C].
 __host__ __device__ int64_t scan_smem_floats(int64_t dk) {
-  return dk * kCols + kChunk * kCols + 3 * kChunk * dk + kChunk * kChunk + kChunk;
+  return dk * kCols + kChunk * kCols + 2 * kChunk * (dk + 1) + kChunk * dk + kChunk * kChunk + kChunk;
 }
 
+constexpr int kRowGroups = 256 / kCols;                // scan threads per column (the block is 256 threads)
+constexpr int kRowsPerThread = kChunk / kRowGroups;    // chunk rows per thread in v' and o
+constexpr int kMaxStateRows = 256 / kRowGroups;        // state rows per thread in the update (dk <= 256)
+
 // grid (hv, n_seg, ceil(dv / kCols)): block (h, s, z) carries value columns [16 z, 16 z + 16) of head h's
-// state through segment s's chunks. states [.., hv, dk, dv] (slot stride hv·dk·dv); keep likewise.
+// state through segment s's chunks. states [.., hv, dk, dv] (slot stride hv·dk·dv); keep likewise. Thread t
+// owns column t % 16 and the rows t / 16 + 16 m: its several sums run side by side (independent chains), each
+// still in the reference's order.
 template <class T>
-__global__ void scan_kernel(Dims d, const int32_t* segs, float* states, T* out, float* keep,
-                            const float* scratch) {
+__global__ void __launch_bounds__(256) scan_kernel(Dims d, const int32_t* segs, float* states, T* out,
+                                                   float* keep, const float* scratch) {
   extern __shared__ float sm[];
-  const int64_t h = blockIdx.x, s = blockIdx.y, dk = d.dk, dv = d.dv;
+  const int64_t h = blockIdx.x, s = blockIdx.y, dk = d.dk, dv = d.dv, ld = dk + 1;
   const int64_t c_lo = static_cast<int64_t>(blockIdx.z) * kCols;
   const int nc = static_cast<int>(dv - c_lo < kCols ? dv - c_lo : kCols);
+  const int cc = threadIdx.x % kCols, rg = threadIdx.x / kCols;
   const ChunkSeg sg = seg_at(segs, s, d.n);
   if (sg.n <= 0) return;
   int64_t first = 0;  // the segment's first chunk in the call's chunk order
@@ -201,54 +208,92 @@ __global__ void scan_kernel(Dims d, const int32_t* segs, float* states, T* out, 
   kp.stride = hs;
   float* Ss = sm;                   // [dk, kCols]
   float* vp = Ss + dk * kCols;      // [C, kCols]
-  float* uk = vp + kChunk * kCols;  // [C, dk]
-  float* qe = uk + kChunk * dk;
-  float* kd = qe + kChunk * dk;
-  float* aq = kd + kChunk * dk;  // [C, C]
+  float* uk = vp + kChunk * kCols;  // [C, ld]
+  float* qe = uk + kChunk * ld;     // [C, ld]
+  float* kd = qe + kChunk * ld;     // [C, dk]
+  float* aq = kd + kChunk * dk;     // [C, C]
   float* cum = aq + kChunk * kChunk;
   for (int64_t e = threadIdx.x; e < dk * nc; e += blockDim.x)
     Ss[(e / nc) * kCols + e % nc] = S[(e / nc) * dv + c_lo + e % nc];
+  const bool col = cc < nc;
   const int64_t nch = n_chunks(sg);
   for (int64_t j = 0; j < nch; ++j) {
     int64_t c0 = 0;
     int L = 0;
     chunk_rows(sg, j, c0, L);
     const ChunkScratch sc = scratch_at(const_cast<float*>(scratch), first + j, h, d);
+#pragma unroll 4
     for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
-      uk[e] = sc.uk[e];
-      qe[e] = sc.qe[e];
+      const int64_t i = e / dk, r = e % dk;
+      uk[i * ld + r] = sc.uk[e];
+      qe[i * ld + r] = sc.qe[e];
       kd[e] = sc.kd[e];
     }
+#pragma unroll 4
     for (int e = threadIdx.x; e < L * kChunk; e += blockDim.x) aq[e] = sc.aq[e];
     for (int e = threadIdx.x; e < L; e += blockDim.x) cum[e] = sc.cum[e];
     __syncthreads();
     // v' = U_v - U_k S
-    for (int e = threadIdx.x; e < L * nc; e += blockDim.x) {
-      const int i = e / nc, cc = e % nc;
-      float acc = 0.0f;
-      for (int64_t r = 0; r < dk; ++r) acc += uk[i * dk + r] * Ss[r * kCols + cc];
-      vp[i * kCols + cc] = sc.uv[i * dv + c_lo + cc] - acc;
+    {
+      float acc[kRowsPerThread] = {};
+      for (int64_t r = 0; r < dk; ++r) {
+        const float sv = Ss[r * kCols + cc];
+#pragma unroll
+        for (int m = 0; m < kRowsPerThread; ++m) acc[m] += uk[(rg + kRowGroups * m) * ld + r] * sv;
+      }
+#pragma unroll
+      for (int m = 0; m < kRowsPerThread; ++m) {
+        const int i = rg + kRowGroups * m;
+        if (col && i < L) vp[i * kCols + cc] = sc.uv[i * dv + c_lo + cc] - acc[m];
+      }
     }
     __syncthreads();
     // o_i = (q_i exp(c_i)) S + Σ_{j<=i} A[i][j] v'_j, the two products summed apart, then added.
-    for (int e = threadIdx.x; e < L * nc; e += blockDim.x) {
-      const int i = e / nc, cc = e % nc;
-      float o = 0.0f, o2 = 0.0f;
-      for (int64_t r = 0; r < dk; ++r) o += qe[i * dk + r] * Ss[r * kCols + cc];
-      for (int t = 0; t <= i; ++t) o2 += aq[i * kChunk + t] * vp[t * kCols + cc];
-      out[((sg.r0 + c0 + i) * d.hv + h) * dv + c_lo + cc] = from_f<T>(o + o2);
+    {
+      float o[kRowsPerThread] = {}, o2[kRowsPerThread] = {};
+      for (int64_t r = 0; r < dk; ++r) {
+        const float sv = Ss[r * kCols + cc];
+#pragma unroll
+        for (int m = 0; m < kRowsPerThread; ++m) o[m] += qe[(rg + kRowGroups * m) * ld + r] * sv;
+      }
+      const int top = rg + kRowGroups * (kRowsPerThread - 1) < L - 1 ? rg + kRowGroups * (kRowsPerThread - 1) : L - 1;
+      for (int t = 0; t <= top; ++t) {
+        const float vt = vp[t * kCols + cc];
+#pragma unroll
+        for (int m = 0; m < kRowsPerThread; ++m) {
+          const int i = rg + kRowGroups * m;
+          if (t <= i) o2[m] += aq[i * kChunk + t] * vt;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kRowsPerThread; ++m) {
+        const int i = rg + kRowGroups * m;
+        if (col && i < L) out[((sg.r0 + c0 + i) * d.hv + h) * dv + c_lo + cc] = from_f<T>(o[m] + o2[m]);
+      }
     }
     __syncthreads();  // every read of the old state is done
     // S = S exp(c_last) + Σ_i (k_i exp(c_last - c_i)) ⊗ v'_i
-    const float el = exp_f(cum[L - 1]);
-    float* kept = kp.at(c0 + L - 1, h, dk * dv);
-    for (int64_t e = threadIdx.x; e < dk * nc; e += blockDim.x) {
-      const int64_t r = e / nc, cc = e % nc;
-      float upd = 0.0f;
-      for (int i = 0; i < L; ++i) upd += kd[i * dk + r] * vp[i * kCols + cc];
-      const float nv = Ss[r * kCols + cc] * el + upd;
-      Ss[r * kCols + cc] = nv;
-      if (kept) kept[r * dv + c_lo + cc] = nv;
+    {
+      const float el = exp_f(cum[L - 1]);
+      float* kept = kp.at(c0 + L - 1, h, dk * dv);
+      float upd[kMaxStateRows] = {};
+      for (int i = 0; i < L; ++i) {
+        const float vi = vp[i * kCols + cc];
+#pragma unroll
+        for (int m = 0; m < kMaxStateRows; ++m) {
+          const int64_t r = rg + kRowGroups * m;
+          if (r < dk) upd[m] += kd[i * dk + r] * vi;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kMaxStateRows; ++m) {
+        const int64_t r = rg + kRowGroups * m;
+        if (col && r < dk) {
+          const float nv = Ss[r * kCols + cc] * el + upd[m];
+          Ss[r * kCols + cc] = nv;
+          if (kept) kept[r * dv + c_lo + cc] = nv;
+        }
+      }
     }
     __syncthreads();
   }
@@ -264,7 +309,7 @@ void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const T
   if (d.n == 0 || d.hv == 0 || n_seg == 0) return;
   const int64_t smem = scan_smem_floats(d.dk) * static_cast<int64_t>(sizeof(float));
   const int64_t prep_smem = prep_smem_floats(d.dk, d.dv) * static_cast<int64_t>(sizeof(float));
-  TF_CHECK(smem <= 227 * 1024 && prep_smem <= kPrepSmemMax &&
+  TF_CHECK(smem <= 227 * 1024 && prep_smem <= kPrepSmemMax && d.dk <= kRowGroups * kMaxStateRows &&
            "gated delta rule: head dims too large for the chunked kernels");
   // Each segment has at most n_s / 64 + 2 chunks (a partial one at each end).
   const int64_t chunk_bound = d.n / kChunk + 2 * n_seg;
