@@ -9,7 +9,7 @@ and on full pages (tests/golden/images/page_1540x1190.png for the 1B, page_1583x
 
 Per case, greedy, eos ignored, N new tokens, one request:
 - tensorfold: `ocr CKPT IMAGE --backend cuda --json --max-tokens N --ignore-eos --no-drafts --temperature 0`, best of 3 by
-  decode speed; TTFT = vision + prefill seconds of its usage block, decode tok/s = (N - 1) / decode seconds.
+  decode speed; TTFT = vision + prefill seconds of its usage block (both printed), decode tok/s = (N - 1) / decode seconds.
 - Transformers 5.17 (bf16, its default attention, same chat template and image processor):
   `generate` on the GPU; TTFT = median of 3 timed generate(max_new_tokens=1), decode tok/s = (N - 1) /
   (median of 3 timed generate(N) - TTFT), after one warm-up; torch.cuda.synchronize around each.
@@ -44,6 +44,7 @@ def tensorfold_run(exe, ckpt, img, n, extra=()):
         u = j["usage"]
         dec = (u["completion_tokens"] - 1) / u["decode_seconds"] if u["decode_seconds"] > 0 else 0.0
         row = {"prompt": u["prompt_tokens"], "ttft": u["vision_seconds"] + u["prefill_seconds"], "decode": dec,
+               "vision": u["vision_seconds"], "prefill": u["prefill_seconds"],
                "ids": j["token_ids"], "wall": wall}
         if best is None or row["decode"] > best["decode"]:
             best = row
@@ -128,7 +129,7 @@ def main(argv):
     lines = [f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
              f"transformers {__import__('transformers').__version__}; {n} new tokens, greedy, eos ignored",
              "",
-             "| checkpoint | image | prompt tokens | TTFT ms tensorfold | TTFT ms Transformers | decode tok/s tensorfold "
+             "| checkpoint | image | prompt tokens | TTFT ms tensorfold (vision + prefill) | TTFT ms Transformers | decode tok/s tensorfold "
              "| decode tok/s Transformers | decode speed-up | equal greedy ids |" + (" decode tok/s eager |" if eager else ""),
              "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if eager else "")]
     for ckpt, img in cases:
@@ -147,7 +148,7 @@ def main(argv):
             continue
         k = next((i for i, (a, b) in enumerate(zip(tf["ids"], hf["ids"])) if a != b), min(len(tf["ids"]), len(hf["ids"])))
         prompt = str(tf["prompt"]) if tf["prompt"] == hf["prompt"] else f"{tf['prompt']} / {hf['prompt']}"
-        row = (f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | {prompt} | {1e3 * tf['ttft']:.1f} | "
+        row = (f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | {prompt} | {1e3 * tf['ttft']:.1f} ({1e3 * tf['vision']:.1f} + {1e3 * tf['prefill']:.1f}) | "
                f"{1e3 * hf['ttft']:.1f} | {tf['decode']:.1f} | {hf['decode']:.1f} | {tf['decode'] / hf['decode']:.2f}x | "
                f"{k}/{n} |" + (f" {ea['decode']:.1f} |" if ea else ""))
         print(row, flush=True)
