@@ -179,17 +179,17 @@ __host__ __device__ int64_t scan_smem_floats(int64_t dk) {
   return dk * kCols + kChunk * kCols + 2 * kChunk * (dk + 1) + kChunk * dk + kChunk * kChunk + kChunk;
 }
 
-constexpr int kRowGroups = 256 / kCols;                // scan threads per column (the block is 256 threads)
-constexpr int kRowsPerThread = kChunk / kRowGroups;    // chunk rows per thread in v' and o
-constexpr int kMaxStateRows = 256 / kRowGroups;        // state rows per thread in the update (dk <= 256)
+constexpr int kRowGroups = 256 / kCols;              // scan threads per column (the block is 256 threads)
+constexpr int kRowsPerThread = kChunk / kRowGroups;  // chunk rows per thread in v' and o
+constexpr int kMaxStateRows = 256 / kRowGroups;      // state rows per thread in the update (dk <= 256)
 
 // grid (hv, n_seg, ceil(dv / kCols)): block (h, s, z) carries value columns [16 z, 16 z + 16) of head h's
 // state through segment s's chunks. states [.., hv, dk, dv] (slot stride hv·dk·dv); keep likewise. Thread t
 // owns column t % 16 and the rows t / 16 + 16 m: its several sums run side by side (independent chains), each
 // still in the reference's order.
 template <class T>
-__global__ void __launch_bounds__(256) scan_kernel(Dims d, const int32_t* segs, float* states, T* out,
-                                                   float* keep, const float* scratch) {
+__global__ void __launch_bounds__(256)
+    scan_kernel(Dims d, const int32_t* segs, float* states, T* out, float* keep, const float* scratch) {
   extern __shared__ float sm[];
   const int64_t h = blockIdx.x, s = blockIdx.y, dk = d.dk, dv = d.dv, ld = dk + 1;
   const int64_t c_lo = static_cast<int64_t>(blockIdx.z) * kCols;
@@ -256,7 +256,8 @@ __global__ void __launch_bounds__(256) scan_kernel(Dims d, const int32_t* segs, 
 #pragma unroll
         for (int m = 0; m < kRowsPerThread; ++m) o[m] += qe[(rg + kRowGroups * m) * ld + r] * sv;
       }
-      const int top = rg + kRowGroups * (kRowsPerThread - 1) < L - 1 ? rg + kRowGroups * (kRowsPerThread - 1) : L - 1;
+      const int top =
+          rg + kRowGroups * (kRowsPerThread - 1) < L - 1 ? rg + kRowGroups * (kRowsPerThread - 1) : L - 1;
       for (int t = 0; t <= top; ++t) {
         const float vt = vp[t * kCols + cc];
 #pragma unroll
