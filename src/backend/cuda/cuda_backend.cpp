@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/device_error.h"
 
 namespace tf {
@@ -39,6 +41,7 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, cudaStream_t stream) : device_(device), s_(stream) {}
   ~CudaBackend() override {
     cudaSetDevice(device_);
+    profile_.reset();  // writes its report while the stream lives
     cudaStreamSynchronize(s_);
     cudaStreamDestroy(s_);
   }
@@ -119,70 +122,72 @@ class CudaBackend final : public Backend {
     });
   }
   void replay(Graph& g) override {
-    guard([&] { TF_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, s_)); });
+    op("replay", nullptr, nullptr,
+       [&] { TF_CUDA_CHECK(cudaGraphLaunch(static_cast<CudaGraph&>(g).exec, s_)); });
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
-    guard([&] { cuda::launch_linear(s_, x, w, bias, out); });
+    op("linear", &x, &out, [&] { cuda::launch_linear(s_, x, w, bias, out); });
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
-    guard([&] { cuda::launch_rms_norm(s_, x, w, eps, kind, out); });
+    op("rms_norm", &x, &out, [&] { cuda::launch_rms_norm(s_, x, w, eps, kind, out); });
   }
   void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps, RmsNormKind kind,
                     const Tensor& out) override {
-    guard([&] { cuda::launch_add_rms_norm(s_, h, delta, w, eps, kind, out); });
+    op("add_rms_norm", &h, &out, [&] { cuda::launch_add_rms_norm(s_, h, delta, w, eps, kind, out); });
   }
   void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
                 const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
                 const Tensor& v_out) override {
-    guard([&] { cuda::launch_qkv_prep(s_, qkv, q_norm, k_norm, eps, cos, sin, slots, q_out, k_out, v_out); });
+    op("qkv_prep", &qkv, &q_out,
+       [&] { cuda::launch_qkv_prep(s_, qkv, q_norm, k_norm, eps, cos, sin, slots, q_out, k_out, v_out); });
   }
   void glu(const Tensor& gu, ActKind kind, const Tensor& out) override {
-    guard([&] { cuda::launch_glu(s_, gu, kind, out); });
+    op("glu", &gu, &out, [&] { cuda::launch_glu(s_, gu, kind, out); });
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, const Tensor& out) override {
-    guard([&] { cuda::launch_layer_norm(s_, x, w, b, eps, out); });
+    op("layer_norm", &x, &out, [&] { cuda::launch_layer_norm(s_, x, w, b, eps, out); });
   }
   void rope_cos_sin(const Tensor& angles, const Tensor& cos, const Tensor& sin) override {
-    guard([&] { cuda::launch_rope_cos_sin(s_, angles, cos, sin); });
+    op("rope_cos_sin", &angles, &cos, [&] { cuda::launch_rope_cos_sin(s_, angles, cos, sin); });
   }
   void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
-    guard([&] { cuda::launch_rope(s_, x, cos, sin, out); });
+    op("rope", &x, &out, [&] { cuda::launch_rope(s_, x, cos, sin, out); });
   }
   void paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
                        const Tensor& seg_rows, const Tensor& key_ranges, float scale,
                        const Tensor& out) override {
-    guard([&] {
+    op("paged_attention", &q, &out, [&] {
       cuda::launch_paged_attention(s_, q, k_pool, v_pool, tables, seg_rows, key_ranges, scale, out);
     });
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_ranges, float scale,
                  const Tensor& out) override {
-    guard([&] { cuda::launch_attention(s_, q, k, v, key_ranges, scale, out); });
+    op("attention", &q, &out, [&] { cuda::launch_attention(s_, q, k, v, key_ranges, scale, out); });
   }
   void act_mul(const Tensor& gate, const Tensor& up, ActKind kind, const Tensor& out) override {
-    guard([&] { cuda::launch_act_mul(s_, gate, up, kind, out); });
+    op("act_mul", &gate, &out, [&] { cuda::launch_act_mul(s_, gate, up, kind, out); });
   }
   void act(const Tensor& x, ActKind kind, const Tensor& out) override {
-    guard([&] { cuda::launch_act(s_, x, kind, out); });
+    op("act", &x, &out, [&] { cuda::launch_act(s_, x, kind, out); });
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    guard([&] { cuda::launch_add(s_, a, b, out); });
+    op("add", &a, &out, [&] { cuda::launch_add(s_, a, b, out); });
   }
   void cast(const Tensor& x, const Tensor& out) override {
-    guard([&] { cuda::launch_cast(s_, x, out); });
+    op("cast", &x, &out, [&] { cuda::launch_cast(s_, x, out); });
   }
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
-    guard([&] { cuda::launch_embedding(s_, ids, table, out); });
+    op("embedding", &ids, &out, [&] { cuda::launch_embedding(s_, ids, table, out); });
   }
   void gather_rows(const Tensor& src, const Tensor& rows, const Tensor& out) override {
-    guard([&] { cuda::launch_gather_rows(s_, src, rows, out); });
+    op("gather_rows", &src, &out, [&] { cuda::launch_gather_rows(s_, src, rows, out); });
   }
   void scatter_rows(const Tensor& src, const Tensor& rows, const Tensor& dst) override {
-    guard([&] { cuda::launch_scatter_rows(s_, src, rows, dst); });
+    op("scatter_rows", &src, &dst, [&] { cuda::launch_scatter_rows(s_, src, rows, dst); });
   }
   void copy(const Tensor& src, const Tensor& dst) override {
-    guard([&] {
+    op("copy", &src, &dst, [&] {
       TF_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel());
       const size_t n = src.nbytes();
       if (n == 0) return;
@@ -192,62 +197,69 @@ class CudaBackend final : public Backend {
     });
   }
   void patchify(const Tensor& pixels, int64_t patch, int64_t gh, int64_t gw, const Tensor& out) override {
-    guard([&] { cuda::launch_patchify(s_, pixels, patch, gh, gw, out); });
+    op("patchify", &pixels, &out, [&] { cuda::launch_patchify(s_, pixels, patch, gh, gw, out); });
   }
   void unfold_2x2(const Tensor& x, int64_t gh, int64_t gw, const Tensor& out) override {
-    guard([&] { cuda::launch_unfold_2x2(s_, x, gh, gw, out); });
+    op("unfold_2x2", &x, &out, [&] { cuda::launch_unfold_2x2(s_, x, gh, gw, out); });
   }
   void argmax(const Tensor& logits, const Tensor& out) override {
-    guard([&] { cuda::launch_argmax(s_, logits, out); });
+    op("argmax", &logits, &out, [&] { cuda::launch_argmax(s_, logits, out); });
   }
   void top_k(const Tensor& logits, int64_t k, const Tensor& values, const Tensor& indices) override {
-    guard([&] { cuda::launch_top_k(s_, logits, k, values, indices); });
+    op("top_k", &logits, &values, [&] { cuda::launch_top_k(s_, logits, k, values, indices); });
   }
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override {
-    guard([&] { cuda::launch_sample(s_, logits, params, out); });
+    op("sample", &logits, &out, [&] { cuda::launch_sample(s_, logits, params, out); });
   }
 
   void causal_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& out) override {
-    guard([&] { cuda::launch_causal_conv1d_silu(s_, x, w, state, out); });
+    op("causal_conv1d_silu", &x, &out, [&] { cuda::launch_causal_conv1d_silu(s_, x, w, state, out); });
   }
   void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& A_log, const Tensor& dt_bias,
                  const Tensor& g, const Tensor& beta) override {
-    guard([&] { cuda::launch_gdn_gates(s_, a, b, A_log, dt_bias, g, beta); });
+    op("gdn_gates", &a, &g, [&] { cuda::launch_gdn_gates(s_, a, b, A_log, dt_bias, g, beta); });
   }
   void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& beta, const Tensor& state, const Tensor& out) override {
-    guard([&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/true); });
+    op("gated_delta_rule_chunked", &q, &out,
+       [&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/true); });
   }
   void gated_delta_rule_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                   const Tensor& beta, const Tensor& state, const Tensor& out) override {
-    guard([&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/false); });
+    op("gated_delta_rule_recurrent", &q, &out,
+       [&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/false); });
   }
   void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
                                 const Tensor& out, const Tensor* keep) override {
-    cuda::launch_causal_conv1d_silu_slots(s_, x, w, windows, segs, out, keep);
+    op("causal_conv1d_silu_slots", &x, &out,
+       [&] { cuda::launch_causal_conv1d_silu_slots(s_, x, w, windows, segs, out, keep); });
   }
   void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                       const Tensor& beta, const Tensor& states, const Tensor& segs,
                                       const Tensor& out, const Tensor* keep) override {
-    cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/true);
+    op("gated_delta_rule_chunked_slots", &q, &out, [&] {
+      cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/true);
+    });
   }
   void gated_delta_rule_recurrent_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                         const Tensor& beta, const Tensor& states, const Tensor& segs,
                                         const Tensor& out, const Tensor* keep) override {
-    cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/false);
+    op("gated_delta_rule_recurrent_slots", &q, &out, [&] {
+      cuda::launch_gated_delta_rule_slots(s_, q, k, v, g, beta, states, segs, out, keep, /*chunked=*/false);
+    });
   }
   void rms_norm_gated(const Tensor& x, const Tensor& gate, const Tensor& w, float eps,
                       const Tensor& out) override {
-    guard([&] { cuda::launch_rms_norm_gated(s_, x, gate, w, eps, out); });
+    op("rms_norm_gated", &x, &out, [&] { cuda::launch_rms_norm_gated(s_, x, gate, w, eps, out); });
   }
   void sigmoid_mul(const Tensor& x, const Tensor& gate, const Tensor& out) override {
-    guard([&] { cuda::launch_sigmoid_mul(s_, x, gate, out); });
+    op("sigmoid_mul", &x, &out, [&] { cuda::launch_sigmoid_mul(s_, x, gate, out); });
   }
   void rope_f32(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out) override {
-    guard([&] { cuda::launch_rope_f32(s_, x, cos, sin, out); });
+    op("rope_f32", &x, &out, [&] { cuda::launch_rope_f32(s_, x, cos, sin, out); });
   }
   void embedding_bag(const Tensor& table, const Tensor& idx, const Tensor& w, const Tensor& out) override {
-    guard([&] { cuda::launch_embedding_bag(s_, table, idx, w, out); });
+    op("embedding_bag", &idx, &out, [&] { cuda::launch_embedding_bag(s_, table, idx, w, out); });
   }
 
  private:
@@ -265,10 +277,20 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // A compute op: guard() with its GPU time recorded when TF_CUDA_OP_PROFILE asks (op_profile.h).
+  template <class F>
+  void op(const char* name, const Tensor* a, const Tensor* out, F&& f) {
+    if (!profile_) return guard(std::forward<F>(f));
+    const int token = guard([&] { return profile_->begin(name, a, out); }, /*counted=*/false);
+    guard(std::forward<F>(f));
+    guard([&] { profile_->end(token); }, /*counted=*/false);
+  }
+
   DeviceFailure failure_;
 
   int device_;
   cudaStream_t s_;
+  std::unique_ptr<cuda::OpProfile> profile_ = cuda::OpProfile::from_env(s_);
 };
 
 }  // namespace
