@@ -121,6 +121,7 @@ int cuda_attention_default() { return 0; }
 bool set_cuda_attention_split(int) { return false; }
 bool set_cuda_attention_partials(bool) { return false; }
 bool set_cuda_attention_pack(int) { return false; }
+bool set_cuda_attention_decode_form(bool) { return false; }
 bool set_cuda_delta_rule_variant(int) { return false; }
 bool set_cuda_sample_variant(int) { return false; }
 }  // namespace tf::test_hooks

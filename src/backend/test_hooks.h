@@ -55,6 +55,9 @@ bool set_cuda_attention_partials(bool on);
 // Whether the split-parallel form packs the query heads of a kv head into one block: -1 (production) when
 // that still leaves >= 128 blocks, 0 never, 1 always (same bits). False without CUDA.
 bool set_cuda_attention_pack(int mode);
+// Few-row paged calls (decode, verification) in attention_tc_decode.cu's 16-row blocks (true, the default) or
+// in attention_tc.cu's 64-row blocks with one live warp; the same bits.
+bool set_cuda_attention_decode_form(bool on);
 
 // Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
 // bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:

@@ -180,7 +180,9 @@ Expected<GenerateResult> generate(Pipeline& p, const Prompt& prompt, const Gener
   r.drafts = draft_mode_name(mode);
   // Chunk boundaries on multiples of 64 from position 0 keep Qwen3.5's delta-rule chunks where a
   // single full pass puts them (docs/design.md, invariant 2: chunking never changes a row's numbers).
-  const int64_t chunk = std::max<int64_t>(64, opts.prefill_chunk / 64 * 64);
+  const int64_t want =
+      opts.prefill_chunk > 0 ? opts.prefill_chunk : (m.backend().name() == "cpu" ? 512 : 8192);
+  const int64_t chunk = std::max<int64_t>(64, want / 64 * 64);
   // Each token is chosen on the device (Backend::sample, as the engine's steps choose it): the forward
   // returns each logit row's record, whose first entry is the token for output position out_pos + row.
   auto forward_sampled = [&](ForwardBatch& b, uint64_t out_pos) -> Expected<Buffer> {

@@ -94,7 +94,10 @@ struct GenerateOptions {
   SamplingParams sampling;
   int64_t max_tokens = 256;
   bool ignore_eos = false;
-  int64_t prefill_chunk = 512;
+  // Prompt positions per prefill forward (a multiple of 64); 0: by backend, 512 on the CPU (memory of the
+  // activations), 8,192 on a GPU (a page's prompt in one forward: each chunk costs every layer's launches
+  // and the delta rule's per-call latency again). Chunking never changes a row's numbers.
+  int64_t prefill_chunk = 0;
   DraftOptions drafts;  // kAuto: MTP drafts when the checkpoint has them, else copy; kOff: plain
 };
 

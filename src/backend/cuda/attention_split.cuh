@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace tf::cuda::attn {
 
@@ -103,6 +104,13 @@ namespace tf::cuda {
 // attention_merge.cu: the current device's partials workspace when it holds `floats` floats (allocated once,
 // at the first call outside a stream capture, and never moved: captured graphs keep its address), else null.
 float* attention_partials(cudaStream_t s, int64_t floats);
+// attention_tc_decode.cu: attention_tc.cu's arithmetic in blocks of <= 16 rows whose four warps share each
+// key tile (calls of few rows per sequence); dp: head_dim padded (64, 80, 128, 256); the splits, partials and
+// packing as attention_tc.cu's launch chose them (the caller merges the partials).
+void launch_attention_tc_decode(int dp, cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k,
+                                int heads, int kv_heads, int d, const AttentionPaging& pg, int split_tiles,
+                                bool folding, const attn::Partials& part, int pack);
 // out[n_q, heads, d] (bf16) = the fold of part's n_split splits per (row, head), in split order.
 void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,
                             bf16_t* out);

@@ -325,6 +325,7 @@ std::atomic<int> g_variant{kDefaultVariant};
 std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
 std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always
+std::atomic<bool> g_decode_form{true};      // few-row calls in attention_tc_decode.cu's blocks (test hook)
 // Packed blocks are fewer (heads / kv_heads times): below about one wave of them a one-sequence decode is
 // faster unpacked (H200: 1B 23.9 against 29.6 µs, Qwen3.5 39 against 56 at one sequence over 2,333 keys),
 // above it packed (64 sequences: 1B 476 -> 315 µs, Qwen3.5 381 -> 175). Either way the same bits.
@@ -372,6 +373,14 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
   const bool packs = part.n_split > 0 && group > 1 && group <= 16 * warps &&
                      (want == 1 || (want < 0 && packed_blocks >= kPackMinBlocks));
   const int pack = packs ? group : 1;
+  // Few rows per sequence: blocks of <= 16 rows whose four warps share each tile (attention_tc_decode.cu).
+  if (pg.seg_rows && n_q <= 16 * static_cast<int64_t>(pg.n_seg) &&
+      g_decode_form.load(std::memory_order_relaxed)) {
+    launch_attention_tc_decode(DP, s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
+                               split_tiles, folding, part, pack);
+    if (part.n_split > 0) launch_attention_merge(s, part, n_q, heads, d, out);
+    return;
+  }
   const int bq = 16 * warps / pack;
   // Paged: Σ_s ceil(n_s / bq) <= n_seg + n_q / bq pieces; blocks past the last piece exit at once.
   const int64_t tiles = blocks_for(n_q, bq) + (pg.seg_rows ? pg.n_seg : 0);
@@ -455,6 +464,10 @@ bool set_cuda_attention_split(int keys) {
 }
 bool set_cuda_attention_partials(bool on) {
   tf::cuda::g_partials.store(on, std::memory_order_relaxed);
+  return true;
+}
+bool set_cuda_attention_decode_form(bool on) {
+  tf::cuda::g_decode_form.store(on, std::memory_order_relaxed);
   return true;
 }
 bool set_cuda_attention_pack(int mode) {

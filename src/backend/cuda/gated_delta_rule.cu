@@ -16,17 +16,17 @@ namespace tf::cuda {
 namespace {
 
 using gdr::KeepPlan;
-using gdr::kThreads;
 using gdr::recurrent_head;
 using Dims = gdr::Dims;
 
-// state[hv, dk, dv] f32; scratch per head: qs, ks [1, dk]. grid hv.
+// state[hv, dk, dv] f32. grid (hv, 1, dv / recurrent_cols), dynamic smem recurrent_smem(d).
 template <class T>
-__global__ void recurrent_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
-                                 float* state, T* out, float* scratch, float div) {
-  const int64_t h = blockIdx.x;
-  float* qs = scratch + h * 2 * d.dk;
-  recurrent_head(d, h, q, k, v, g, beta, state + h * d.dk * d.dv, out, qs, qs + d.dk, div, KeepPlan{});
+__global__ void __launch_bounds__(gdr::kRecThreads)
+    recurrent_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta, float* state,
+                     T* out, float div) {
+  extern __shared__ float sm[];
+  const int64_t h = blockIdx.x, c0 = static_cast<int64_t>(blockIdx.z) * gdr::recurrent_cols(d);
+  recurrent_head(d, h, c0, q, k, v, g, beta, state + h * d.dk * d.dv, out, sm, div, KeepPlan{});
 }
 
 }  // namespace
@@ -46,15 +46,14 @@ void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, c
   const float div = static_cast<float>(std::sqrt(static_cast<double>(d.dk)));
   if (chunked)
     return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(state), nullptr, 1, out, nullptr, mul);
-  float* scratch = nullptr;
-  TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(2 * d.dk * d.hv) * sizeof(float), s));
+  const dim3 grid(static_cast<unsigned>(d.hv), 1,
+                  static_cast<unsigned>(blocks_for(d.dv, gdr::recurrent_cols(d))));
   TF_DISPATCH_ACT(q.dtype, T, {
-    recurrent_kernel<T><<<static_cast<unsigned>(d.hv), kThreads, 0, s>>>(
+    recurrent_kernel<T><<<grid, gdr::kRecThreads, gdr::recurrent_smem(d), s>>>(
         d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-        ptr<float>(state), ptr<T>(out), scratch, div);
+        ptr<float>(state), ptr<T>(out), div);
     TF_CUDA_LAUNCHED();
   });
-  TF_CUDA_CHECK(cudaFreeAsync(scratch, s));
 }
 
 }  // namespace tf::cuda

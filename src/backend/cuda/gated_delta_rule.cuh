@@ -50,34 +50,102 @@ struct KeepPlan {
   }
 };
 
-// One value head h over the call's tokens [0, d.n), token by token. q..out point at the call's first
-// row; S [dk, dv] is the head's state; qs, ks [dk] f32 scratch. blockDim.x threads split the columns.
-template <class T>
-__device__ void recurrent_head(const Dims& d, int64_t h, const T* q, const T* k, const T* v, const float* g,
-                               const T* beta, float* S, T* out, float* qs, float* ks, float div,
-                               const KeepPlan& kp) {
-  for (int64_t t = 0; t < d.n; ++t) {
-    float* kept = kp.at(t, h, d.dk * d.dv);
-    load_qk(d, q, k, h, t, 1, /*divide=*/true, 0.0f, div, qs, ks);
-    const float decay = exp_f(g[t * d.hv + h]), bt = to_f(beta[t * d.hv + h]);
-    for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) {
-      float mem = 0.0f;
-      for (int64_t i = 0; i < d.dk; ++i) {
-        S[i * d.dv + c] *= decay;
-        mem += S[i * d.dv + c] * ks[i];
-      }
-      const float delta = (to_f(v[(t * d.hv + h) * d.dv + c]) - mem) * bt;
-      float o = 0.0f;
-      for (int64_t i = 0; i < d.dk; ++i) {
-        S[i * d.dv + c] += ks[i] * delta;
-        o += S[i * d.dv + c] * qs[i];
-      }
-      out[(t * d.hv + h) * d.dv + c] = from_f<T>(o);
-      if (kept)
-        for (int64_t i = 0; i < d.dk; ++i) kept[i * d.dv + c] = S[i * d.dv + c];
-    }
-    __syncthreads();  // qs/ks are reloaded for the next token
+// The recurrent form's blocks: one per (value head, kRecCols state columns), kRecThreads threads; dynamic
+// shared memory recurrent_smem(d) bytes: qs, ks [dk] and the block's state columns St [dk, cols].
+constexpr int kRecThreads = 128;
+__host__ __device__ inline int recurrent_cols(const Dims& d) {
+  int cols = 32;  // within the default 48 KB of shared memory
+  while (cols > 1 && (2 + cols) * d.dk * 4 > 48 * 1024) cols /= 2;
+  return cols;
+}
+inline size_t recurrent_smem(const Dims& d) {
+  return static_cast<size_t>(2 + recurrent_cols(d)) * static_cast<size_t>(d.dk) * sizeof(float);
+}
+
+// State columns [c0, c0 + cols) of value head h over the call's tokens [0, d.n), token by token. q..out
+// point at the call's first row; S [dk, dv] is the head's state. The columns are independent (every term
+// of the recurrence is column by column), so a block holds its columns of S for the whole call, its first
+// `cols` threads each run one column's sums (the CPU reference's order, row by row), and all its threads
+// load, keep and store the columns. DK > 0 (dk == DK): each column lives in its thread's registers, the
+// sums unrolled; DK == 0: in shared memory (St). The same operations in the same order either way.
+template <int DK, class T>
+__device__ void recurrent_head_t(const Dims& d, int64_t h, int64_t c0, const T* q, const T* k, const T* v,
+                                 const float* g, const T* beta, float* S, T* out, float* sm, float div,
+                                 const KeepPlan& kp) {
+  const int cols = recurrent_cols(d);
+  const int cw = static_cast<int>(d.dv - c0 < cols ? d.dv - c0 : cols);
+  const int c = static_cast<int>(threadIdx.x);
+  const bool mine = c < cw;
+  float *qs = sm, *ks = sm + d.dk, *St = sm + 2 * d.dk;  // St[i * cols + c] = S[i, c0 + c]
+  float reg[DK > 0 ? DK : 1];
+  for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+    St[(e / cw) * cols + e % cw] = S[(e / cw) * d.dv + c0 + e % cw];
+  __syncthreads();
+  if constexpr (DK > 0) {
+    if (mine)
+#pragma unroll
+      for (int i = 0; i < DK; ++i) reg[i] = St[i * cols + c];
   }
+  for (int64_t t = 0; t < d.n; ++t) {
+    load_qk(d, q, k, h, t, 1, /*divide=*/true, 0.0f, div, qs, ks);  // synchronizes before and after
+    const float decay = exp_f(g[t * d.hv + h]), bt = to_f(beta[t * d.hv + h]);
+    if (mine) {
+      float mem = 0.0f, o = 0.0f;
+      if constexpr (DK > 0) {
+#pragma unroll
+        for (int i = 0; i < DK; ++i) {
+          reg[i] *= decay;
+          mem += reg[i] * ks[i];
+        }
+        const float delta = (to_f(v[(t * d.hv + h) * d.dv + c0 + c]) - mem) * bt;
+#pragma unroll
+        for (int i = 0; i < DK; ++i) {
+          reg[i] += ks[i] * delta;
+          o += reg[i] * qs[i];
+        }
+      } else {
+        for (int64_t i = 0; i < d.dk; ++i) {
+          St[i * cols + c] *= decay;
+          mem += St[i * cols + c] * ks[i];
+        }
+        const float delta = (to_f(v[(t * d.hv + h) * d.dv + c0 + c]) - mem) * bt;
+        for (int64_t i = 0; i < d.dk; ++i) {
+          St[i * cols + c] += ks[i] * delta;
+          o += St[i * cols + c] * qs[i];
+        }
+      }
+      out[(t * d.hv + h) * d.dv + c0 + c] = from_f<T>(o);
+    }
+    if (float* kept = kp.at(t, h, d.dk * d.dv)) {  // the same for every thread of the block
+      if constexpr (DK > 0) {
+        if (mine)
+#pragma unroll
+          for (int i = 0; i < DK; ++i) St[i * cols + c] = reg[i];
+      }
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+        kept[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
+    }
+  }
+  if constexpr (DK > 0) {
+    if (mine)
+#pragma unroll
+      for (int i = 0; i < DK; ++i) St[i * cols + c] = reg[i];
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+    S[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
+}
+
+// Qwen3.5's dk (128) with the columns in registers; any other in shared memory.
+template <class T>
+__device__ void recurrent_head(const Dims& d, int64_t h, int64_t c0, const T* q, const T* k, const T* v,
+                               const float* g, const T* beta, float* S, T* out, float* sm, float div,
+                               const KeepPlan& kp) {
+  if (d.dk == 128)
+    recurrent_head_t<128>(d, h, c0, q, k, v, g, beta, S, out, sm, div, kp);
+  else
+    recurrent_head_t<0>(d, h, c0, q, k, v, g, beta, S, out, sm, div, kp);
 }
 
 // The chunked form over a call's segments (gated_delta_rule_chunks.cu): segs [n_seg, 6] on the device as

@@ -39,21 +39,22 @@ __device__ Seg read_seg(const int32_t* segs, int64_t s, float* keep, int64_t hea
   return g;
 }
 
-// grid (hv, n_seg); scratch per (segment, head): qs, ks [dk]. div: the recurrent rule's query divisor.
+// grid (hv, n_seg, dv / recurrent_cols), dynamic smem recurrent_smem(d). div: the recurrent rule's query
+// divisor.
 template <class T>
-__global__ void slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta,
-                             float* states, const int32_t* segs, T* out, float* keep, float* scratch,
-                             float div) {
+__global__ void __launch_bounds__(gdr::kRecThreads)
+    slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta, float* states,
+                 const int32_t* segs, T* out, float* keep, float div) {
+  extern __shared__ float sm[];
   const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.z) * gdr::recurrent_cols(d);
   const Seg sg = read_seg(segs, s, keep, hs);
   if (sg.n <= 0) return;
   Dims ds = d;
   ds.n = sg.n;
   const T *qr = q + sg.r0 * d.hk * d.dk, *kr = k + sg.r0 * d.hk * d.dk, *vr = v + sg.r0 * d.hv * d.dv;
-  float* qs = scratch + (s * d.hv + h) * 2 * d.dk;
-  gdr::recurrent_head(ds, h, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv,
-                      states + sg.slot * hs + h * d.dk * d.dv, out + sg.r0 * d.hv * d.dv, qs, qs + d.dk, div,
-                      sg.kp);
+  gdr::recurrent_head(ds, h, c0, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv,
+                      states + sg.slot * hs + h * d.dk * d.dv, out + sg.r0 * d.hv * d.dv, sm, div, sg.kp);
 }
 
 Tensor slot_of(const Tensor& pool, int64_t i) {
@@ -111,16 +112,14 @@ void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor
   if (chunked)
     return gdr::launch_chunked_rule(s, d, q, k, v, g, beta, ptr<float>(states), ptr<const int32_t>(segs),
                                     n_seg, out, kp, mul);
-  float* scratch = nullptr;
-  TF_CUDA_CHECK(cudaMallocAsync(&scratch, static_cast<size_t>(2 * d.dk * d.hv * n_seg) * sizeof(float), s));
-  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg));
+  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
+                  static_cast<unsigned>(blocks_for(d.dv, gdr::recurrent_cols(d))));
   TF_DISPATCH_ACT(q.dtype, T, {
-    slots_kernel<T><<<grid, gdr::kThreads, 0, s>>>(
+    slots_kernel<T><<<grid, gdr::kRecThreads, gdr::recurrent_smem(d), s>>>(
         d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, scratch, div);
+        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, div);
     TF_CUDA_LAUNCHED();
   });
-  TF_CUDA_CHECK(cudaFreeAsync(scratch, s));
 }
 
 }  // namespace tf::cuda

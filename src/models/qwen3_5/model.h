@@ -254,7 +254,7 @@ class Qwen35Model final : public Model {
   // continue its cache, decode_rows rows continue a non-empty cache and hold no image tokens
   Status check_segment(const SegRows& seg) const;
   // vision.cpp
-  DeviceBuffer vision_tower(const std::vector<Buffer>& patches,
+  DeviceBuffer vision_tower(const std::vector<Tensor>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
   // gdn.cpp: the step's segments for the *_slots ops and the q/k/v split of its n_rows rows (once per
   // step; every cache holds a slot).

@@ -6,7 +6,6 @@
 // HF: modeling_qwen3_5.py Qwen3_5Vision*, vision_utils.py get_vision_interpolation_indices_and_weights.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "models/layers/rope.h"
 #include "models/layers/util.h"
@@ -61,7 +60,9 @@ Expected<DeviceBuffer> Qwen35Model::encode_images(const std::vector<ImageInput>&
   const VisionConfig& v = cfg_.vision;
   const int64_t p = v.patch_size, m = v.spatial_merge_size, u = p * m;
   const int64_t cols = v.in_channels * v.temporal_patch_size * p * p;
-  std::vector<Buffer> patches;
+  std::vector<Buffer> made;     // patches of images handed over as [C, H, W] pixels
+  std::vector<Tensor> patches;  // each image's [gh*gw, cols] f32 rows: the caller's, or one of `made`
+  made.reserve(images.size());
   std::vector<std::pair<int64_t, int64_t>> grids;
   for (size_t i = 0; i < images.size(); ++i) {
     const ImageInput& im = images[i];
@@ -73,12 +74,11 @@ Expected<DeviceBuffer> Qwen35Model::encode_images(const std::vector<ImageInput>&
           " must be positive multiples of patch_size * spatial_merge_size = " + std::to_string(u));
     const int64_t gh = im.height / p, gw = im.width / p;
     if (px.dtype == DType::F32 && px.rank() == 2 && px.dim(0) == gh * gw && px.dim(1) == cols) {
-      Buffer b(DType::F32, px.shape);
-      std::memcpy(b.data(), px.data, b.nbytes());
-      patches.push_back(std::move(b));
+      patches.push_back(px);  // uploaded from where it is (a page is ~77 MB of f32 patches)
     } else if (px.dtype == DType::F32 && px.rank() == 3 && px.dim(0) == v.in_channels &&
                px.dim(1) >= im.height && px.dim(2) >= im.width) {
-      patches.push_back(patchify_host(px, im.height, im.width, p, v.temporal_patch_size, m));
+      made.push_back(patchify_host(px, im.height, im.width, p, v.temporal_patch_size, m));
+      patches.push_back(made.back().view());
     } else {
       return make_error(which + "pixel_values must be F32 [" + std::to_string(gh * gw) + ", " +
                         std::to_string(cols) + "] patches or [" + std::to_string(v.in_channels) +
@@ -93,7 +93,7 @@ Expected<DeviceBuffer> Qwen35Model::encode_images(const std::vector<ImageInput>&
   return vision_tower(patches, grids);
 }
 
-DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
+DeviceBuffer Qwen35Model::vision_tower(const std::vector<Tensor>& patches,
                                        const std::vector<std::pair<int64_t, int64_t>>& grids) {
   Backend& b = backend_;
   const VisionConfig& v = cfg_.vision;
@@ -101,13 +101,14 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
   const DType act = info_.dtype;
   const int64_t hv = v.hidden_size, heads = v.num_heads, hd = v.head_dim, iv = v.intermediate_size;
   const int64_t m = v.spatial_merge_size, m2 = m * m, side = v.num_grid_per_side;
-  const int64_t cols = patches[0].shape()[1];
+  const int64_t cols = patches[0].dim(1);
   int64_t n = 0;
   for (auto [gh, gw] : grids) n += gh * gw;
   const std::string pre = "model.visual";
 
-  // Host tables: pixel rows, position taps/weights, rotary angles, attention ranges.
-  Buffer px(DType::F32, {n, cols});  // [n_patches, C*T*p*p]
+  // Pixel rows [n_patches, C*T*p*p] f32, each image's uploaded straight from its own rows; host tables:
+  // position taps/weights, rotary angles, attention ranges.
+  DeviceBuffer dpx = b.alloc(DType::F32, {n, cols});
   Buffer idx(DType::I32, {n, 4}), wts(DType::F32, {n, 4});
   Buffer ang(DType::F32, {n, hd / 2});  // [n_patches, hd/2] = [row·f | col·f]
   std::vector<int32_t> ranges;
@@ -116,7 +117,7 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
   int64_t off = 0;
   for (size_t i = 0; i < grids.size(); ++i) {
     const auto [gh, gw] = grids[i];
-    std::memcpy(px.as<float>() + off * cols, patches[i].data(), patches[i].nbytes());
+    b.upload(dpx.tensor().slice_rows(off, off + gh * gw), patches[i].data);
     for (int64_t q = 0; q < gh * gw; ++q) {
       const int64_t row = off + q;
       const auto [r, c] = patch_rc(q, gw, m);
@@ -140,7 +141,6 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Buffer>& patches,
   }
 
   // Patch embed: pixel_values.type(bf16), then Conv3d (= GEMM with bias).
-  DeviceBuffer dpx = upload_new(b, px);
   DeviceBuffer xin = b.alloc(act, {n, cols});
   b.cast(dpx, xin);
   DeviceBuffer x = b.alloc(act, {n, hv});  // [n_patches, hidden_v]

@@ -1,0 +1,361 @@
+// The flash attention of attention_tc.cu for calls of few rows per sequence (decode, draft verification):
+// blocks of at most 16 rows (one mma row tile) whose four warps share each key tile's work instead of one
+// warp doing it all while three only stage K/V. Per tile:
+//   scores:  warp w computes the 8-key column blocks b = 2 (w + 4 j), +1 of S = Q·Kᵀ (each block's mma chain
+//            over d exactly as attention_tc.cu runs it) and writes them to shared memory, f32;
+//   softmax: every warp reads all the tile's scores back (the same f32 values) and runs attention_tc.cu's
+//            scale / mask / running max / exp / row sum statements on them, so every warp holds the same
+//            m, l, α and P fragments;
+//   P · V:   warp w computes the output column blocks a = 2 (w + 4 j), +1 (each acc[a]'s mma chain over the
+//            tile's 16-key steps in order, as attention_tc.cu).
+// Key splits (attention_split.cuh) end, fold and are written as in attention_tc.cu, each warp for its column
+// blocks (the (m, l) fold is the same in every warp). Every operation of a row is attention_tc.cu's, in its
+// order, so a row's bits are those of the same row in prefill (attention_tc.cu, attention_tc_wide.cu): the
+// contract's key-split and invariance tests hold the two to equality.
+#include <climits>
+
+#include "backend/cuda/attention_split.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
+
+namespace tf::cuda {
+namespace {
+
+using namespace mma;
+using attn::ex2;
+using attn::kLog2e;
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = 16;
+
+// DP: head_dim padded to 16; BN: keys per tile.
+template <int DP, int BN>
+struct DecCfg {
+  static constexpr int kLd = DP + 8;                       // bf16 row stride of q / K / V tiles
+  static constexpr int kSld = BN + 4;                      // f32 row stride of the score tile
+  static constexpr int NS = BN / 8, NO = DP / 8;           // 8-wide key / output column blocks
+  static constexpr int kOPairs = (NO / 2 + kWarps - 1) / kWarps;  // output block pairs per warp
+  // q rows, two K/V tiles (bf16), the score tile (f32), then (folding) each thread's running O.
+  static size_t smem(bool fold) {
+    return static_cast<size_t>(kRows + 4 * BN) * kLd * sizeof(bf16_t) +
+           static_cast<size_t>(kRows) * kSld * sizeof(float) +
+           (fold ? static_cast<size_t>(kThreads) * kOPairs * 2 * 4 * sizeof(float) : 0);
+  }
+};
+
+template <int DP, int BN>
+__global__ void __launch_bounds__(kThreads)
+    attention_decode_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
+                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                            const int32_t* __restrict__ tables, int max_blocks,
+                            const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding,
+                            attn::Partials part, int pack) {
+  using C = DecCfg<DP, BN>;
+  constexpr int LD = C::kLd, SLD = C::kSld, NS = C::NS, NO = C::NO, OP = C::kOPairs;
+  extern __shared__ __align__(16) bf16_t smem[];
+  bf16_t* qs = smem;                                            // [kRows][LD]
+  bf16_t* ks = qs + kRows * LD;                                 // [2][BN][LD]
+  bf16_t* vs = ks + 2 * BN * LD;                                // [2][BN][LD]
+  float* sb = reinterpret_cast<float*>(vs + 2 * BN * LD);       // [kRows][SLD] raw scores of the tile
+  float* os = sb + kRows * SLD + threadIdx.x;                   // folding: [OP * 2 * 4][kThreads]
+  __shared__ int rb[kRows], re[kRows], pass_b, pass_e;
+  __shared__ int64_t tile_i0;
+  __shared__ int tile_rows, tile_seg;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int h = blockIdx.x, kh = pack > 1 ? h : h / (heads / kv_heads);
+  auto row_q = [&](int r) { return r / pack; };
+  auto row_head = [&](int r) { return pack > 1 ? kh * pack + r % pack : h; };
+  const int bq = kRows / pack;  // query rows per block
+  const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
+  if (threadIdx.x == 0) {  // tile y: the y-th bq-row piece when every segment is cut from its first row
+    int64_t i0 = static_cast<int64_t>(blockIdx.y) * bq;
+    int rows = static_cast<int>(n_q - i0 < bq ? n_q - i0 : bq), seg = 0;
+    if (seg_rows) {
+      rows = 0;
+      int left = static_cast<int>(blockIdx.y);
+      for (int s = 0; s < n_seg; ++s) {
+        const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bq - 1) / bq;
+        if (left < nt) {
+          seg = s;
+          i0 = seg_rows[s] + static_cast<int64_t>(left) * bq;
+          rows = static_cast<int>(seg_rows[s + 1] - i0 < bq ? seg_rows[s + 1] - i0 : bq);
+          break;
+        }
+        left -= nt;
+      }
+    }
+    tile_i0 = i0;
+    tile_rows = rows > 0 ? rows : 0;
+    tile_seg = seg;
+  }
+  __syncthreads();
+  const int64_t i0 = tile_i0;
+  const int n_rows = tile_rows * pack;
+  if (n_rows == 0) return;
+  const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
+
+  for (int c = threadIdx.x; c < kRows * (DP / 8); c += kThreads) {
+    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+    const bool ok = r < n_rows && dc < d;
+    cp_async16(qs + r * LD + dc, ok ? q + (i0 + row_q(r)) * q_stride + row_head(r) * d + dc : q, ok);
+  }
+  cp_async_commit();
+  for (int r = threadIdx.x; r < kRows; r += kThreads) {
+    const bool ok = r < n_rows;
+    rb[r] = ok ? ranges[2 * (i0 + row_q(r))] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + row_q(r)) + 1] : INT_MIN;
+  }
+
+  const int r_lo = g, r_hi = g + 8;  // this thread's two rows (every warp: the block's 16 rows)
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[2 * OP][4];  // output blocks a = 2 (warp + 4 j) + {0, 1} for j < OP
+#pragma unroll
+  for (int a = 0; a < 2 * OP; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[a][c] = 0.0f;
+  auto block_of = [&](int la) { return 2 * (warp + kWarps * (la / 2)) + la % 2; };  // local -> global a
+  const bool partial = part.n_split > 0;
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
+  // attn::fold_fragment's statements over this warp's output blocks.
+  auto fold = [&] {
+    attn::FoldOp op[2];
+    float cr[2] = {0.0f, 0.0f}, cs[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      op[rr] = attn::fold_ml(M[rr], L[rr], m[rr], l[rr], cr[rr], cs[rr]);
+      m[rr] = -INFINITY;
+      l[rr] = 0.0f;
+    }
+#pragma unroll
+    for (int la = 0; la < 2 * OP; ++la)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int rr = c / 2;
+        float& oc = os[(la * 4 + c) * kThreads];
+        if (op[rr] == attn::FoldOp::kCopy) oc = acc[la][c];
+        if (op[rr] == attn::FoldOp::kFold) oc = attn::fold_o(oc, acc[la][c], cr[rr], cs[rr]);
+        acc[la][c] = 0.0f;
+      }
+  };
+
+  auto load_kv = [&](int buf, int64_t j0, int64_t e) {
+    bf16_t* kd = ks + buf * BN * LD;
+    bf16_t* vd = vs + buf * BN * LD;
+    for (int c = threadIdx.x; c < BN * (DP / 8); c += kThreads) {
+      const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+      const int64_t j = j0 + r;
+      const int64_t row =
+          table && j < e ? static_cast<int64_t>(table[j / kKvBlock]) * kKvBlock + j % kKvBlock : j;
+      const bool ok = j < e && row < n_k && dc < d;
+      const int64_t off = row * kv_stride + static_cast<int64_t>(kh) * d + dc;
+      cp_async16(kd + r * LD + dc, ok ? k + off : k, ok);
+      cp_async16(vd + r * LD + dc, ok ? v + off : v, ok);
+    }
+    cp_async_commit();
+  };
+
+  int prev_b = INT_MIN;
+  for (;;) {
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the next distinct range begin of the block's rows, and its tiles' end
+      int nb = INT_MAX, ne = INT_MIN;
+      for (int r = 0; r < kRows; ++r)
+        if (rb[r] > prev_b && rb[r] < nb) nb = rb[r];
+      for (int r = 0; r < kRows; ++r)
+        if (rb[r] == nb && re[r] > ne) ne = re[r];
+      pass_b = nb;
+      pass_e = ne;
+    }
+    __syncthreads();
+    const int pb = pass_b, pe = pass_e;
+    if (pb == INT_MAX) break;
+    prev_b = pb;
+    const bool in_lo = rb[r_lo] == pb, in_hi = rb[r_hi] == pb;
+    const int e_lo = re[r_lo], e_hi = re[r_hi];
+    const int n_tiles = (pe - pb + BN - 1) / BN;
+    const int t_lo = partial ? static_cast<int>(blockIdx.z) * split_tiles : 0;
+    const int t_hi = partial ? min(n_tiles, t_lo + split_tiles) : n_tiles;
+    if (t_hi <= t_lo) continue;
+    load_kv(0, pb + static_cast<int64_t>(t_lo) * BN, pe);
+    for (int ti = t_lo; ti < t_hi; ++ti) {
+      const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
+      const int buf = (ti - t_lo) % 2;
+      cp_async_wait<0>();
+      __syncthreads();
+      if (ti + 1 < t_hi) load_kv(buf ^ 1, j0 + BN, pe);
+      if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
+      const bf16_t* kt = ks + buf * BN * LD;
+      const bf16_t* vt = vs + buf * BN * LD;
+
+      // This warp's score blocks b, b + 1 (b = 2 (warp + 4 j)), into sb.
+#pragma unroll
+      for (int b = 2 * warp; b < NS; b += 2 * kWarps) {
+        float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kd = 0; kd < DP; kd += 16) {
+          uint32_t af[4], bf[4];
+          ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
+          ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
+          mma_bf16(s0, af, bf[0], bf[1]);
+          mma_bf16(s1, af, bf[2], bf[3]);
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
+          sb[(c < 2 ? r_lo : r_hi) * SLD + (b + 1) * 8 + 2 * t + c % 2] = s1[c];
+        }
+      }
+      __syncthreads();
+      float s[NS][4];
+#pragma unroll
+      for (int b = 0; b < NS; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[b][c] = sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2];
+
+      // attention_tc.cu's statements from here: scale, mask, running max per row.
+      float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int b = 0; b < NS; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int64_t j = j0 + b * 8 + 2 * t + c % 2;
+          const bool hi = c >= 2;
+          const bool ok = hi ? (in_hi && j < e_hi) : (in_lo && j < e_lo);
+          s[b][c] = ok ? s[b][c] * scale : -INFINITY;
+          tmax[hi] = fmaxf(tmax[hi], s[b][c]);
+        }
+      float alpha[2];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
+        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
+        const float mn = fmaxf(m[rr], tmax[rr]);
+        alpha[rr] = (mn == m[rr]) ? 1.0f : ex2((m[rr] - mn) * kLog2e);
+        m[rr] = mn;
+      }
+      float tsum[2] = {0.0f, 0.0f};
+      uint32_t pf[NS / 2][4];
+#pragma unroll
+      for (int b = 0; b < NS; ++b) {
+        float p[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float mr = m[c / 2];
+          p[c] = s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
+          tsum[c / 2] += p[c];
+        }
+        pf[b / 2][(b % 2) * 2 + 0] = pack_bf16(p[0], p[1]);
+        pf[b / 2][(b % 2) * 2 + 1] = pack_bf16(p[2], p[3]);
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 1);
+        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 2);
+        l[rr] = l[rr] * alpha[rr] + tsum[rr];
+      }
+#pragma unroll
+      for (int la = 0; la < 2 * OP; ++la) {
+        acc[la][0] *= alpha[0];
+        acc[la][1] *= alpha[0];
+        acc[la][2] *= alpha[1];
+        acc[la][3] *= alpha[1];
+      }
+      // acc += P · V over this warp's output blocks.
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+        for (int j = 0; j < OP; ++j) {
+          const int a = block_of(2 * j);
+          if (a >= NO) continue;
+          uint32_t bf[4];
+          ldmatrix_x4_trans(
+              bf, vt + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + a * 8 + (lane / 16) * 8);
+          mma_bf16(acc[2 * j], pf[kk], bf[0], bf[1]);
+          mma_bf16(acc[2 * j + 1], pf[kk], bf[2], bf[3]);
+        }
+    }
+    if (folding) fold();  // the pass's last split
+  }
+
+  if (partial) {  // this split's (m, l, acc) of every row, for the merge
+#pragma unroll
+    for (int la = 0; la < 2 * OP; ++la)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int rr = c / 2, a = block_of(la);
+        const int r = rr ? r_hi : r_lo;
+        const int col = a * 8 + 2 * t + c % 2;
+        if (r >= n_rows || a >= NO) continue;
+        const int64_t at = (static_cast<int64_t>(blockIdx.z) * n_q + i0 + row_q(r)) * heads + row_head(r);
+        if (warp == 0 && la == 0 && c % 2 == 0 && t == 0) {
+          part.ml[2 * at] = m[rr];
+          part.ml[2 * at + 1] = l[rr];
+        }
+        if (col < d) part.acc[at * d + col] = acc[la][c];
+      }
+    return;
+  }
+#pragma unroll
+  for (int la = 0; la < 2 * OP; ++la)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int rr = c / 2, a = block_of(la);
+      const int r = rr ? r_hi : r_lo;
+      const int64_t i = i0 + row_q(r);
+      const int col = a * 8 + 2 * t + c % 2;
+      if (r >= n_rows || a >= NO || col >= d) continue;
+      float val;
+      if (folding)
+        val = L[rr] > 0.0f ? os[(la * 4 + c) * kThreads] / L[rr] : 0.0f;
+      else
+        val = l[rr] > 0.0f ? acc[la][c] / l[rr] : 0.0f;
+      out[(i * heads + row_head(r)) * d + col] = f2bf(val);
+    }
+}
+
+template <int DP, int BN>
+void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
+                float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                const AttentionPaging& pg, int split_tiles, bool folding, const attn::Partials& part, int pack) {
+  auto kernel = attention_decode_kernel<DP, BN>;
+  static OncePerDevice attr;
+  attr.run([&](int) {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(DecCfg<DP, BN>::smem(true))));
+  });
+  const int bq = kRows / pack;
+  const int64_t tiles = blocks_for(n_q, bq) + (pg.seg_rows ? pg.n_seg : 0);
+  TF_CHECK(tiles <= 65535);
+  const dim3 grid(static_cast<unsigned>(pack > 1 ? kv_heads : heads), static_cast<unsigned>(tiles),
+                  static_cast<unsigned>(std::max(part.n_split, 1)));
+  kernel<<<grid, kThreads, DecCfg<DP, BN>::smem(folding), s>>>(q, k, v, ranges, scale, out, n_q, n_k, heads,
+                                                               kv_heads, d, pg.tables, pg.max_blocks,
+                                                               pg.seg_rows, pg.n_seg, split_tiles, folding,
+                                                               part, pack);
+  TF_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void launch_attention_tc_decode(int dp, cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                                const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k,
+                                int heads, int kv_heads, int d, const AttentionPaging& pg, int split_tiles,
+                                bool folding, const attn::Partials& part, int pack) {
+  TF_CHECK(pack >= 1 && pack <= kRows);
+  if (dp == 64)
+    launch_dec<64, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, folding,
+                       part, pack);
+  else if (dp == 80)
+    launch_dec<80, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, folding,
+                       part, pack);
+  else if (dp == 128)
+    launch_dec<128, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
+                        folding, part, pack);
+  else
+    launch_dec<256, 32>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
+                        folding, part, pack);
+}
+
+}  // namespace tf::cuda
