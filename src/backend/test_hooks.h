@@ -58,6 +58,9 @@ bool set_cuda_attention_pack(int mode);
 // Few-row paged calls (decode, verification) in attention_tc_decode.cu's 16-row blocks (true, the default) or
 // in attention_tc.cu's 64-row blocks with one live warp; the same bits.
 bool set_cuda_attention_decode_form(bool on);
+// Programmatic dependent launch for the decode step's kernels (backend/cuda/pdl.cuh; on by default,
+// TF_CUDA_PDL=0 turns it off); the same bits either way.
+bool set_cuda_pdl(bool on);
 
 // Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
 // bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:

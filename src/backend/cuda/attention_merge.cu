@@ -10,6 +10,7 @@
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -21,6 +22,8 @@ constexpr int kMaxDevices = 64;
 
 __global__ void __launch_bounds__(kThreads)
     attention_merge_kernel(attn::Partials part, int64_t n_q, int heads, int d, bf16_t* __restrict__ out) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t row_head = blockIdx.x;  // i * heads + h
   const int64_t stride = n_q * heads;   // one split's (row, head) entries
   for (int col = threadIdx.x; col < d; col += kThreads) {
@@ -68,8 +71,8 @@ void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t 
   const int64_t blocks = n_q * heads;
   if (blocks == 0) return;
   TF_CHECK(blocks < (int64_t{1} << 31));
-  attention_merge_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(part, n_q, heads, d, out);
-  TF_CUDA_LAUNCHED();
+  launch_pdl(s, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, attention_merge_kernel, part, n_q,
+             heads, d, out);
 }
 
 }  // namespace tf::cuda

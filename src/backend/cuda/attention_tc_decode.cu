@@ -12,6 +12,7 @@
 // blocks (the (m, l) fold is the same in every warp). Every operation of a row is attention_tc.cu's, in its
 // order, so a row's bits are those of the same row in prefill (attention_tc.cu, attention_tc_wide.cu): the
 // contract's key-split and invariance tests hold the two to equality.
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/attention_split.cuh"
@@ -19,6 +20,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -29,40 +31,46 @@ using attn::kLog2e;
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = 16;
 
-// DP: head_dim padded to 16; BN: keys per tile.
-template <int DP, int BN>
+// DP: head_dim padded to 16; BN: keys per tile; ST: K/V tiles in a ring, the loads of the next ST - 1 in
+// flight while one is computed (a block walks at most a split's tiles, each a dependent block-table read and
+// a DRAM round trip): 4 when the call's blocks fit on the SMs at once (one sequence: latency is all), 2 when
+// they queue (many sequences: blocks per SM matter more; 2 stages take half the shared memory).
+template <int DP, int BN, int ST>
 struct DecCfg {
-  static constexpr int kLd = DP + 8;                       // bf16 row stride of q / K / V tiles
-  static constexpr int kSld = BN + 4;                      // f32 row stride of the score tile
-  static constexpr int NS = BN / 8, NO = DP / 8;           // 8-wide key / output column blocks
+  static constexpr int kLd = DP + 8;                              // bf16 row stride of q / K / V tiles
+  static constexpr int kSld = BN + 4;                             // f32 row stride of the score tile
+  static constexpr int NS = BN / 8, NO = DP / 8;                  // 8-wide key / output column blocks
   static constexpr int kOPairs = (NO / 2 + kWarps - 1) / kWarps;  // output block pairs per warp
-  // q rows, two K/V tiles (bf16), the score tile (f32), then (folding) each thread's running O.
+  // q rows, ST K/V tiles (bf16), the score tile (f32), then (folding) each thread's running O.
   static size_t smem(bool fold) {
-    return static_cast<size_t>(kRows + 4 * BN) * kLd * sizeof(bf16_t) +
+    return static_cast<size_t>(kRows + 2 * ST * BN) * kLd * sizeof(bf16_t) +
            static_cast<size_t>(kRows) * kSld * sizeof(float) +
            (fold ? static_cast<size_t>(kThreads) * kOPairs * 2 * 4 * sizeof(float) : 0);
   }
 };
 
-template <int DP, int BN>
+template <int DP, int BN, int ST>
 __global__ void __launch_bounds__(kThreads)
     attention_decode_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                             const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
-                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
-                            const int32_t* __restrict__ tables, int max_blocks,
+                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads,
+                            int d, const int32_t* __restrict__ tables, int max_blocks,
                             const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding,
                             attn::Partials part, int pack) {
-  using C = DecCfg<DP, BN>;
+  using C = DecCfg<DP, BN, ST>;
+  constexpr int kStages = ST;
   constexpr int LD = C::kLd, SLD = C::kSld, NS = C::NS, NO = C::NO, OP = C::kOPairs;
   extern __shared__ __align__(16) bf16_t smem[];
-  bf16_t* qs = smem;                                            // [kRows][LD]
-  bf16_t* ks = qs + kRows * LD;                                 // [2][BN][LD]
-  bf16_t* vs = ks + 2 * BN * LD;                                // [2][BN][LD]
-  float* sb = reinterpret_cast<float*>(vs + 2 * BN * LD);       // [kRows][SLD] raw scores of the tile
-  float* os = sb + kRows * SLD + threadIdx.x;                   // folding: [OP * 2 * 4][kThreads]
+  bf16_t* qs = smem;                                             // [kRows][LD]
+  bf16_t* ks = qs + kRows * LD;                                  // [kStages][BN][LD]
+  bf16_t* vs = ks + kStages * BN * LD;                           // [kStages][BN][LD]
+  float* sb = reinterpret_cast<float*>(vs + kStages * BN * LD);  // [kRows][SLD] raw scores of the tile
+  float* os = sb + kRows * SLD + threadIdx.x;                    // folding: [OP * 2 * 4][kThreads]
   __shared__ int rb[kRows], re[kRows], pass_b, pass_e;
   __shared__ int64_t tile_i0;
   __shared__ int tile_rows, tile_seg;
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.x, kh = pack > 1 ? h : h / (heads / kv_heads);
   auto row_q = [&](int r) { return r / pack; };
@@ -140,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
       }
   };
 
-  auto load_kv = [&](int buf, int64_t j0, int64_t e) {
+  auto load_kv = [&](int buf, int64_t j0, int64_t e) {  // one commit group per call
     bf16_t* kd = ks + buf * BN * LD;
     bf16_t* vd = vs + buf * BN * LD;
     for (int c = threadIdx.x; c < BN * (DP / 8); c += kThreads) {
@@ -178,13 +186,23 @@ __global__ void __launch_bounds__(kThreads)
     const int t_lo = partial ? static_cast<int>(blockIdx.z) * split_tiles : 0;
     const int t_hi = partial ? min(n_tiles, t_lo + split_tiles) : n_tiles;
     if (t_hi <= t_lo) continue;
-    load_kv(0, pb + static_cast<int64_t>(t_lo) * BN, pe);
+    // Tiles t_lo .. t_lo + kStages - 2 in flight (one commit group each, empty past t_hi), then one more per
+    // tile computed: when tile ti is computed, kStages - 2 later groups may still be outstanding.
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (t_lo + st < t_hi)
+        load_kv(st, pb + static_cast<int64_t>(t_lo + st) * BN, pe);
+      else
+        cp_async_commit();
+    }
     for (int ti = t_lo; ti < t_hi; ++ti) {
       const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
-      const int buf = (ti - t_lo) % 2;
-      cp_async_wait<0>();
-      __syncthreads();
-      if (ti + 1 < t_hi) load_kv(buf ^ 1, j0 + BN, pe);
+      const int buf = (ti - t_lo) % kStages;
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile ti is in; every warp is done with tile ti - 1, whose buffer is refilled next
+      if (ti + kStages - 1 < t_hi)
+        load_kv((ti - t_lo + kStages - 1) % kStages, j0 + static_cast<int64_t>(kStages - 1) * BN, pe);
+      else
+        cp_async_commit();
       if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
       const bf16_t* kt = ks + buf * BN * LD;
       const bf16_t* vt = vs + buf * BN * LD;
@@ -315,26 +333,47 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int DP, int BN>
-void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
-                float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
-                const AttentionPaging& pg, int split_tiles, bool folding, const attn::Partials& part, int pack) {
-  auto kernel = attention_decode_kernel<DP, BN>;
+template <int DP, int BN, int ST>
+void launch_ring(cudaStream_t s, dim3 grid, bool folding, const bf16_t* q, const bf16_t* k, const bf16_t* v,
+                 const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads,
+                 int kv_heads, int d, const AttentionPaging& pg, int split_tiles, const attn::Partials& part,
+                 int pack) {
+  auto kernel = attention_decode_kernel<DP, BN, ST>;
   static OncePerDevice attr;
   attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(DecCfg<DP, BN>::smem(true))));
+                                       static_cast<int>(DecCfg<DP, BN, ST>::smem(true))));
   });
+  launch_pdl(s, grid, dim3(kThreads), DecCfg<DP, BN, ST>::smem(folding), kernel, q, k, v, ranges, scale, out,
+             n_q, n_k, heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg, split_tiles,
+             folding, part, pack);
+}
+
+template <int DP, int BN>
+void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
+                float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                const AttentionPaging& pg, int split_tiles, bool folding, const attn::Partials& part,
+                int pack) {
   const int bq = kRows / pack;
   const int64_t tiles = blocks_for(n_q, bq) + (pg.seg_rows ? pg.n_seg : 0);
   TF_CHECK(tiles <= 65535);
   const dim3 grid(static_cast<unsigned>(pack > 1 ? kv_heads : heads), static_cast<unsigned>(tiles),
                   static_cast<unsigned>(std::max(part.n_split, 1)));
-  kernel<<<grid, kThreads, DecCfg<DP, BN>::smem(folding), s>>>(q, k, v, ranges, scale, out, n_q, n_k, heads,
-                                                               kv_heads, d, pg.tables, pg.max_blocks,
-                                                               pg.seg_rows, pg.n_seg, split_tiles, folding,
-                                                               part, pack);
-  TF_CUDA_LAUNCHED();
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    TF_CUDA_CHECK(cudaGetDevice(&dev));
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  // Blocks with rows: one piece per segment when the segments are short (decode), else the grid's tiles.
+  const int64_t pieces = pg.seg_rows ? std::min<int64_t>(tiles, pg.n_seg + n_q / bq) : tiles;
+  const int64_t live = static_cast<int64_t>(grid.x) * pieces * grid.z;
+  if (live <= sms)
+    launch_ring<DP, BN, 4>(s, grid, folding, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
+                           split_tiles, part, pack);
+  else
+    launch_ring<DP, BN, 2>(s, grid, folding, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
+                           split_tiles, part, pack);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/op_checks.h"
 
 namespace tf::cuda {
@@ -43,6 +44,8 @@ template <class T, class TW>
 __global__ void conv_slots_serial_kernel(const T* __restrict__ x, const TW* __restrict__ w, T* windows,
                                          const int32_t* __restrict__ segs, T* __restrict__ out, T* keep,
                                          int64_t C, int K) {
+  pdl_wait();  // pdl.cuh (the decode step's form)
+  pdl_trigger();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (c >= C) return;
   const ConvSeg sg = conv_seg(segs, blockIdx.y);
@@ -127,10 +130,8 @@ void launch_causal_conv1d_silu_slots(cudaStream_t s, const Tensor& x, const Tens
     T* kp = keep ? ptr<T>(*keep) : nullptr;
     TF_DISPATCH_ACT(w.dtype, TW, {
       if (n <= 2 * n_seg || K == 1) {
-        conv_slots_serial_kernel<T, TW><<<per_channel, 128, 0, s>>>(ptr<const T>(x), ptr<const TW>(w),
-                                                                    ptr<T>(windows), ptr<const int32_t>(segs),
-                                                                    ptr<T>(out), kp, C, k);
-        TF_CUDA_LAUNCHED();
+        launch_pdl(s, per_channel, dim3(128), 0, conv_slots_serial_kernel<T, TW>, ptr<const T>(x),
+                   ptr<const TW>(w), ptr<T>(windows), ptr<const int32_t>(segs), ptr<T>(out), kp, C, k);
       } else {
         // Blocks per segment: enough for an average segment (any count gives the same bits).
         const int64_t avg = (n + n_seg - 1) / n_seg;

@@ -12,6 +12,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gated_delta_rule.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/op_checks.h"
 
 namespace tf::cuda {
@@ -46,6 +47,8 @@ __global__ void __launch_bounds__(gdr::kRecThreads)
     slots_kernel(Dims d, const T* q, const T* k, const T* v, const float* g, const T* beta, float* states,
                  const int32_t* segs, T* out, float* keep, float div) {
   extern __shared__ float sm[];
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
   const int64_t c0 = static_cast<int64_t>(blockIdx.z) * gdr::recurrent_cols(d);
   const Seg sg = read_seg(segs, s, keep, hs);
@@ -115,10 +118,9 @@ void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor
   const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
                   static_cast<unsigned>(blocks_for(d.dv, gdr::recurrent_cols(d))));
   TF_DISPATCH_ACT(q.dtype, T, {
-    slots_kernel<T><<<grid, gdr::kRecThreads, gdr::recurrent_smem(d), s>>>(
-        d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta),
-        ptr<float>(states), ptr<const int32_t>(segs), ptr<T>(out), kp, div);
-    TF_CUDA_LAUNCHED();
+    launch_pdl(s, grid, dim3(gdr::kRecThreads), gdr::recurrent_smem(d), slots_kernel<T>, d, ptr<const T>(q),
+               ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta), ptr<float>(states),
+               ptr<const int32_t>(segs), ptr<T>(out), kp, div);
   });
 }
 

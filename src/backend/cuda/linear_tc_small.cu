@@ -40,22 +40,12 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
 namespace {
 
 using namespace mma;
-
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
 
 // MT m16 tiles of rows (BM = 16 MT), NT n8 tiles of columns (BN = 8 NT), sub-tiles of SUB k, S stages.
 // Shared memory: the partials [nw][BM * BN] f32, then per warp S stages of [xrows + BN][SUB + 8] bf16
@@ -382,9 +372,12 @@ void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const bf16_t* 
                TO* out, int n, int in_f, int out_f, int kc) {
   int nt = n <= 4 ? v.nt_small : v.nt_mid;
   if (nt == 0 && n <= 16) nt = plan_nt<TO>(n, in_f, out_f, kc, v.nw_cap);
+  // With programmatic dependent launch on (pdl.cuh), every configuration waits after its weight prologue and
+  // lets the next kernel start early.
+  const int pdl = pdl_enabled() ? 2 : v.pdl;
   auto go = [&](auto mt, auto ntc) {
     launch_small<decltype(mt)::value, decltype(ntc)::value, TO>(s, x, w, bias, out, n, in_f, out_f, kc,
-                                                                v.nw_cap, v.pdl);
+                                                                v.nw_cap, pdl);
   };
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;

@@ -33,7 +33,8 @@ int OpProfile::begin(const char* op, const Tensor* a, const Tensor* out) {
   // "linear [2333, 1024] -> [2333, 4096] BF16": the op, its first input's and its output's shapes.
   std::string key = op;
   if (a) key += " " + shape_str(a->shape);
-  if (out) key += std::string(a ? " -> " : " ") + shape_str(out->shape) + " " + std::string(dtype_name(out->dtype));
+  if (out)
+    key += std::string(a ? " -> " : " ") + shape_str(out->shape) + " " + std::string(dtype_name(out->dtype));
   Pending p{std::move(key), event(), event()};
   TF_CUDA_CHECK(cudaEventRecord(p.start, s_));
   pending_.push_back(std::move(p));
@@ -72,10 +73,11 @@ OpProfile::~OpProfile() {
   for (const auto& r : rows) all += r.second.ms;
   FILE* f = path_ == "-" ? stderr : std::fopen(path_.c_str(), "a");
   if (!f) return;
-  std::fprintf(f, "| op (input -> output) | calls | total ms | mean us | share |\n|---|---:|---:|---:|---:|\n");
+  std::fprintf(f,
+               "| op (input -> output) | calls | total ms | mean us | share |\n|---|---:|---:|---:|---:|\n");
   for (const auto& [key, t] : rows)
-    std::fprintf(f, "| %s | %lld | %.3f | %.1f | %.1f %% |\n", key.c_str(), static_cast<long long>(t.calls), t.ms,
-                 1000.0 * t.ms / static_cast<double>(t.calls), all > 0 ? 100.0 * t.ms / all : 0.0);
+    std::fprintf(f, "| %s | %lld | %.3f | %.1f | %.1f %% |\n", key.c_str(), static_cast<long long>(t.calls),
+                 t.ms, 1000.0 * t.ms / static_cast<double>(t.calls), all > 0 ? 100.0 * t.ms / all : 0.0);
   std::fprintf(f, "| all | | %.3f | | |\n\n", all);
   if (f != stderr) std::fclose(f);
 }

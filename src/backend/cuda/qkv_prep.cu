@@ -8,6 +8,7 @@
 // Shapes: qkv[n, (heads + 2 kv) * d], cos/sin[n, r], q_out[n, heads, d], k_out/v_out[m, kv, d].
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/op_checks.h"
 
 namespace tf::cuda {
@@ -23,6 +24,8 @@ __global__ void __launch_bounds__(kThreads)
                     const int32_t* __restrict__ slots, T* __restrict__ q_out, T* __restrict__ k_out,
                     T* __restrict__ v_out, int heads, int kv, int d, int r) {
   extern __shared__ float sx[];
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t i = blockIdx.x;
   const int hh = static_cast<int>(blockIdx.y);
   const T* src = qkv + i * static_cast<int64_t>(heads + 2 * kv) * d + static_cast<int64_t>(hh) * d;
@@ -67,12 +70,11 @@ void launch_qkv_prep(cudaStream_t s, const Tensor& qkv, const Tensor* q_norm, co
   TF_CHECK(a.heads + 2 * a.kv_heads <= 65535 && a.d <= 8192);
   const dim3 grid(static_cast<unsigned>(a.n), static_cast<unsigned>(a.heads + 2 * a.kv_heads));
   TF_DISPATCH_ACT(qkv.dtype, T, {
-    qkv_prep_kernel<T><<<grid, kThreads, a.d * sizeof(float), s>>>(
-        ptr<const T>(qkv), q_norm ? ptr<const T>(*q_norm) : nullptr, k_norm ? ptr<const T>(*k_norm) : nullptr,
-        eps, ptr<const T>(cos), ptr<const T>(sin), slots ? ptr<const int32_t>(*slots) : nullptr,
-        ptr<T>(q_out), ptr<T>(k_out), ptr<T>(v_out), static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
-        static_cast<int>(a.d), static_cast<int>(a.r));
-    TF_CUDA_LAUNCHED();
+    launch_pdl(s, grid, dim3(kThreads), a.d * sizeof(float), qkv_prep_kernel<T>, ptr<const T>(qkv),
+               q_norm ? ptr<const T>(*q_norm) : nullptr, k_norm ? ptr<const T>(*k_norm) : nullptr, eps,
+               ptr<const T>(cos), ptr<const T>(sin), slots ? ptr<const int32_t>(*slots) : nullptr,
+               ptr<T>(q_out), ptr<T>(k_out), ptr<T>(v_out), static_cast<int>(a.heads),
+               static_cast<int>(a.kv_heads), static_cast<int>(a.d), static_cast<int>(a.r));
   });
 }
 

@@ -7,6 +7,7 @@
 // take ~9 µs on the H200.) Wider rows keep the direct form; both give the CPU's bits.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -19,6 +20,8 @@ template <class T, class TW>
 __global__ void rms_norm_kernel(const T* __restrict__ x, const TW* __restrict__ w, float eps, bool one_plus,
                                 T* __restrict__ out, int64_t d, bool staged) {
   extern __shared__ float srow[];
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const T* row = x + r * d;
   float ss;
@@ -46,6 +49,8 @@ template <class T, class TW>
 __global__ void add_rms_norm_kernel(T* __restrict__ h, const T* __restrict__ delta, const TW* __restrict__ w,
                                     float eps, bool one_plus, T* __restrict__ out, int64_t d) {
   extern __shared__ float srow[];
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     const T v = from_f<T>(to_f(h[r * d + i]) + to_f(delta[r * d + i]));
@@ -79,10 +84,9 @@ void launch_add_rms_norm(cudaStream_t s, const Tensor& h, const Tensor& delta, c
   if (n == 0) return;
   TF_DISPATCH_ACT(h.dtype, T, {
     TF_DISPATCH_ACT(w.dtype, TW, {
-      add_rms_norm_kernel<T, TW><<<static_cast<unsigned>(n), kThreads, d * sizeof(float), s>>>(
-          ptr<T>(h), ptr<const T>(delta), ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight,
-          ptr<T>(out), d);
-      TF_CUDA_LAUNCHED();
+      launch_pdl(s, dim3(static_cast<unsigned>(n)), dim3(kThreads), d * sizeof(float),
+                 add_rms_norm_kernel<T, TW>, ptr<T>(h), ptr<const T>(delta), ptr<const TW>(w), eps,
+                 kind == RmsNormKind::kOnePlusWeight, ptr<T>(out), d);
     });
   });
 }
@@ -98,10 +102,9 @@ void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps
   const size_t smem = staged ? static_cast<size_t>(d) * sizeof(float) : 0;
   TF_DISPATCH_ACT(x.dtype, T, {
     TF_DISPATCH_ACT(w.dtype, TW, {
-      rms_norm_kernel<T, TW><<<static_cast<unsigned>(n), kThreads, smem, s>>>(
-          ptr<const T>(x), ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight, ptr<T>(out), d,
-          staged);
-      TF_CUDA_LAUNCHED();
+      launch_pdl(s, dim3(static_cast<unsigned>(n)), dim3(kThreads), smem, rms_norm_kernel<T, TW>,
+                 ptr<const T>(x), ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight, ptr<T>(out), d,
+                 staged);
     });
   });
 }

@@ -2,6 +2,7 @@
 // f32 SiLU gate, one final rounding, as the CPU reference.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 template <class T>
 __global__ void rms_norm_gated_kernel(const T* __restrict__ x, const T* __restrict__ gate,
                                       const T* __restrict__ w, float eps, T* __restrict__ out, int64_t d) {
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const T* row = x + r * d;
   const float ss = block_sum8(d, [&](int64_t k) {
@@ -36,9 +39,8 @@ void launch_rms_norm_gated(cudaStream_t s, const Tensor& x, const Tensor& gate, 
   TF_CHECK(w.numel() == d);
   if (n == 0) return;
   TF_DISPATCH_ACT(x.dtype, T, {
-    rms_norm_gated_kernel<T><<<static_cast<unsigned>(n), kThreads, 0, s>>>(
-        ptr<const T>(x), ptr<const T>(gate), ptr<const T>(w), eps, ptr<T>(out), d);
-    TF_CUDA_LAUNCHED();
+    launch_pdl(s, dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, rms_norm_gated_kernel<T>,
+               ptr<const T>(x), ptr<const T>(gate), ptr<const T>(w), eps, ptr<T>(out), d);
   });
 }
 

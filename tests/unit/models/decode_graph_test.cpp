@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../test_backend.h"
+#include "backend/test_hooks.h"
 #include "io/hf_config.h"
 #include "io/weight_map.h"
 #include "models/registry.h"
@@ -187,6 +188,30 @@ TEST(DecodeGraph, EnforceEagerRecordsNothingAndChangesNoBit) {
       EXPECT_GT(rec.replays, 0);
     }
   }
+}
+
+// Programmatic dependent launch (backend/cuda/pdl.cuh) changes when a decode step's kernels start, never what
+// they compute: the same steps with it off and on (each model captures its own graphs) give the same bits.
+TEST(DecodeGraph, ProgrammaticDependentLaunchChangesNoBit) {
+  if (!test_hooks::set_cuda_pdl(false)) GTEST_SKIP() << "no CUDA backend in this build";
+  auto backend = create_backend(test_backend_name());
+  ASSERT_TRUE(backend.ok());
+  if (!(*backend)->can_capture()) {
+    test_hooks::set_cuda_pdl(true);
+    GTEST_SKIP() << "the test backend is not CUDA";
+  }
+  for (const char* ck : kCheckpoints) {
+    SCOPED_TRACE(ck);
+    test_hooks::set_cuda_pdl(false);
+    auto off = load_on(ck, **backend);
+    ASSERT_TRUE(off);
+    const DecodeRun a = decode(*off, kSeqs, kSeqs);
+    test_hooks::set_cuda_pdl(true);
+    auto on = load_on(ck, **backend);
+    ASSERT_TRUE(on);
+    EXPECT_TRUE(same(a, decode(*on, kSeqs, kSeqs)));
+  }
+  test_hooks::set_cuda_pdl(true);
 }
 
 TEST(DecodeGraph, PlantedBatchDependentLinearIsCaught) {
