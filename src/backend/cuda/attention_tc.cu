@@ -326,9 +326,11 @@ std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
 std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always
 std::atomic<bool> g_decode_form{true};      // few-row calls in attention_tc_decode.cu's blocks (test hook)
-// Packed blocks are fewer (heads / kv_heads times): below about one wave of them a one-sequence decode is
-// faster unpacked (H200: 1B 23.9 against 29.6 µs, Qwen3.5 39 against 56 at one sequence over 2,333 keys),
-// above it packed (64 sequences: 1B 476 -> 315 µs, Qwen3.5 381 -> 175). Either way the same bits.
+// Packed blocks are fewer (heads / kv_heads times): in the 64-row form, below about one wave of them a
+// one-sequence decode is faster unpacked (H200: 1B 23.9 against 29.6 µs, Qwen3.5 39 against 56 at one
+// sequence over 2,333 keys), above it packed (64 sequences: 1B 476 -> 315 µs, Qwen3.5 381 -> 175). The decode
+// form (attention_tc_decode.cu) packs always: one sequence the same within noise, 8 Qwen3.5 sequences over
+// 2,333 keys 86.6 -> 35.5 µs (BENCHMARKS.md). Either way the same bits.
 constexpr int64_t kPackMinBlocks = 128;
 
 template <int DP, int BN>
@@ -366,16 +368,19 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
       folding = true;
     }
   }
-  // The split-parallel form packs each kv head's query heads into one block (their rows share its K/V tiles).
+  // Few rows per sequence: blocks of <= 16 rows whose four warps share each tile (attention_tc_decode.cu).
+  const bool decode_form = pg.seg_rows && n_q <= 16 * static_cast<int64_t>(pg.n_seg) &&
+                           g_decode_form.load(std::memory_order_relaxed);
+  // The decode form and the split-parallel form pack each kv head's query heads into one block (their rows
+  // share its K/V tiles): the decode form always (its four warps keep a packed block busy), the 64-row form
+  // when the packed grid is large enough.
   const int group = heads / kv_heads;
   const int64_t packed_blocks = static_cast<int64_t>(pg.n_seg) * kv_heads * part.n_split;
   const int want = g_pack.load(std::memory_order_relaxed);
-  const bool packs = part.n_split > 0 && group > 1 && group <= 16 * warps &&
-                     (want == 1 || (want < 0 && packed_blocks >= kPackMinBlocks));
+  const bool packs = group > 1 && (decode_form ? group <= 16 : part.n_split > 0 && group <= 16 * warps) &&
+                     (want == 1 || (want < 0 && (decode_form || packed_blocks >= kPackMinBlocks)));
   const int pack = packs ? group : 1;
-  // Few rows per sequence: blocks of <= 16 rows whose four warps share each tile (attention_tc_decode.cu).
-  if (pg.seg_rows && n_q <= 16 * static_cast<int64_t>(pg.n_seg) &&
-      g_decode_form.load(std::memory_order_relaxed)) {
+  if (decode_form) {
     launch_attention_tc_decode(DP, s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
                                split_tiles, folding, part, pack);
     if (part.n_split > 0) launch_attention_merge(s, part, n_q, heads, d, out);

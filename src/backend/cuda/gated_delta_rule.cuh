@@ -50,6 +50,38 @@ struct KeepPlan {
   }
 };
 
+// Segment s of a call's table segs[n_seg, 6] (ops.h *_slots: first row, end row, state slot, position of the
+// first row, first kept state or -1, keep step); segs null: the call's n rows as one segment on slot 0 from
+// position 0, nothing kept (the one-sequence ops).
+struct SegRow {
+  int64_t r0 = 0, n = 0, slot = 0, pos0 = 0;
+  int32_t keep_idx = -1, keep_step = 1;
+};
+__device__ inline SegRow read_seg_row(const int32_t* segs, int64_t s, int64_t n) {
+  SegRow g;
+  if (!segs) {
+    g.n = n;
+    return g;
+  }
+  const int32_t* r = segs + s * 6;
+  g.r0 = r[0];
+  g.n = r[1] - r[0];
+  g.slot = r[2];
+  g.pos0 = r[3];
+  g.keep_idx = r[4];
+  g.keep_step = r[5] > 0 ? r[5] : 1;
+  return g;
+}
+// The segment's keep plan over keep[n_keep, ...] with `stride` floats per kept state (null: nothing kept).
+__device__ inline KeepPlan keep_plan(const SegRow& g, float* keep, int64_t stride) {
+  KeepPlan kp;
+  kp.keep = keep && g.keep_idx >= 0 ? keep + g.keep_idx * stride : nullptr;
+  kp.pos0 = g.pos0;
+  kp.step = g.keep_step;
+  kp.stride = stride;
+  return kp;
+}
+
 // The recurrent form's blocks: one per (value head, kRecCols state columns), kRecThreads threads; dynamic
 // shared memory recurrent_smem(d) bytes: qs, ks [dk] and the block's state columns St [dk, cols].
 constexpr int kRecThreads = 128;

@@ -21,27 +21,9 @@ constexpr int kCols = 16;  // value columns per scan block
 // The prep's dynamic shared memory limit: 227 KiB less its static arrays (P, A and six [C] vectors).
 constexpr int64_t kPrepSmemMax = 227 * 1024 - (2 * kChunk * kChunk + 6 * kChunk) * 4;
 
-struct ChunkSeg {
-  int64_t r0 = 0, n = 0, slot = 0, pos0 = 0;
-  int32_t keep_idx = -1, keep_step = 1;
-};
-
-// Segment s of segs[n_seg, 6] (gated_delta_rule_slots.cu's table); segs null: the call's n rows as one
-// segment on state slot 0 from position 0, nothing kept (the one-sequence op).
-__device__ ChunkSeg seg_at(const int32_t* segs, int64_t s, int64_t n) {
-  ChunkSeg g;
-  if (!segs) {
-    g.n = n;
-    return g;
-  }
-  const int32_t* r = segs + s * 6;
-  g.r0 = r[0];
-  g.n = r[1] - r[0];
-  g.slot = r[2];
-  g.pos0 = r[3];
-  g.keep_idx = r[4];
-  g.keep_step = r[5] > 0 ? r[5] : 1;
-  return g;
+using ChunkSeg = SegRow;  // gated_delta_rule.cuh: a segment of the call
+__device__ inline ChunkSeg seg_at(const int32_t* segs, int64_t s, int64_t n) {
+  return read_seg_row(segs, s, n);
 }
 
 __device__ int64_t n_chunks(const ChunkSeg& g) {
@@ -201,11 +183,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t t = 0; t < s; ++t) first += n_chunks(seg_at(segs, t, d.n));
   const int64_t hs = d.hv * dk * dv;
   float* S = states + sg.slot * hs + h * dk * dv;
-  KeepPlan kp;
-  kp.keep = keep && sg.keep_idx >= 0 ? keep + sg.keep_idx * hs : nullptr;
-  kp.pos0 = sg.pos0;
-  kp.step = sg.keep_step;
-  kp.stride = hs;
+  const KeepPlan kp = keep_plan(sg, keep, hs);
   float* Ss = sm;                   // [dk, kCols]
   float* vp = Ss + dk * kCols;      // [C, kCols]
   float* uk = vp + kChunk * kCols;  // [C, ld]

@@ -21,24 +21,7 @@ extern std::atomic<int> g_delta_rule_variant;  // gated_delta_rule.cu
 
 namespace {
 
-using gdr::KeepPlan;
 using Dims = gdr::Dims;
-
-struct Seg {
-  int64_t r0, n, slot;
-  KeepPlan kp;
-};
-
-// segs[n_seg, 6] I32 row s -> segment s with its keep plan (keep: [n_keep, hv, dk, dv] or null).
-__device__ Seg read_seg(const int32_t* segs, int64_t s, float* keep, int64_t head_elems_all) {
-  const int32_t* r = segs + s * 6;
-  Seg g{r[0], r[1] - r[0], r[2], KeepPlan{}};
-  g.kp.pos0 = r[3];
-  g.kp.step = r[5] > 0 ? r[5] : 1;
-  g.kp.stride = head_elems_all;
-  g.kp.keep = keep && r[4] >= 0 ? keep + static_cast<int64_t>(r[4]) * head_elems_all : nullptr;
-  return g;
-}
 
 // grid (hv, n_seg, dv / recurrent_cols), dynamic smem recurrent_smem(d). div: the recurrent rule's query
 // divisor.
@@ -51,13 +34,14 @@ __global__ void __launch_bounds__(gdr::kRecThreads)
   pdl_trigger();
   const int64_t h = blockIdx.x, s = blockIdx.y, hs = d.hv * d.dk * d.dv;
   const int64_t c0 = static_cast<int64_t>(blockIdx.z) * gdr::recurrent_cols(d);
-  const Seg sg = read_seg(segs, s, keep, hs);
+  const gdr::SegRow sg = gdr::read_seg_row(segs, s, 0);
   if (sg.n <= 0) return;
   Dims ds = d;
   ds.n = sg.n;
   const T *qr = q + sg.r0 * d.hk * d.dk, *kr = k + sg.r0 * d.hk * d.dk, *vr = v + sg.r0 * d.hv * d.dv;
   gdr::recurrent_head(ds, h, c0, qr, kr, vr, g + sg.r0 * d.hv, beta + sg.r0 * d.hv,
-                      states + sg.slot * hs + h * d.dk * d.dv, out + sg.r0 * d.hv * d.dv, sm, div, sg.kp);
+                      states + sg.slot * hs + h * d.dk * d.dv, out + sg.r0 * d.hv * d.dv, sm, div,
+                      gdr::keep_plan(sg, keep, hs));
 }
 
 Tensor slot_of(const Tensor& pool, int64_t i) {

@@ -361,6 +361,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
       test_hooks::set_cuda_attention_split(0);
       test_hooks::set_cuda_attention_partials(true);
       test_hooks::set_cuda_attention_pack(-1);
+      test_hooks::set_cuda_attention_decode_form(true);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -405,6 +406,10 @@ TEST_F(CudaContract, AttentionKeySplits) {
       EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables))) << "pack " << pack;
     }
     ASSERT_TRUE(test_hooks::set_cuda_attention_pack(-1));
+    ASSERT_TRUE(test_hooks::set_cuda_attention_decode_form(false));  // attention_tc.cu's 64-row blocks
+    EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
+        << "16-row blocks (attention_tc_decode.cu) against 64-row blocks with one live warp";
+    ASSERT_TRUE(test_hooks::set_cuda_attention_decode_form(true));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
         << "split-parallel against folded in the block";
