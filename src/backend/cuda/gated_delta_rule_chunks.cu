@@ -100,8 +100,10 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   }
   for (int i = threadIdx.x; i < L; i += blockDim.x) B[i] = to_f(beta[(r0 + i) * d.hv + h]);
   __syncthreads();
-  for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
-    const int64_t i = e / dk, c = e % dk, src = ((r0 + i) * d.hk + kh) * dk + c;
+  const int dki = static_cast<int>(dk), wui = static_cast<int>(wu);  // 32-bit index arithmetic below
+  for (int e = threadIdx.x; e < L * dki; e += blockDim.x) {
+    const int i = e / dki, c = e - i * dki;
+    const int64_t src = ((r0 + i) * d.hk + kh) * dk + c;
     qs[i * ld + c] = (to_f(q[src]) * inv_q[i]) * mul;
     ks[i * ld + c] = to_f(k[src]) * inv_k[i];
   }
@@ -141,15 +143,15 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
     sc.aq[i * kChunk + j] = combine8(acc) * P[i][j];
   }
   __syncthreads();
-  for (int64_t e = threadIdx.x; e < L * wu; e += blockDim.x) {
-    const int64_t i = e / wu, c = e % wu;
+  for (int e = threadIdx.x; e < L * wui; e += blockDim.x) {
+    const int i = e / wui, c = e - i * wui;
     if (c < dv)
       sc.uv[i * dv + c] = U[e];
     else
       sc.uk[i * dk + c - dv] = U[e];
   }
-  for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
-    const int64_t i = e / dk, c = e % dk;
+  for (int e = threadIdx.x; e < L * dki; e += blockDim.x) {
+    const int i = e / dki, c = e - i * dki;
     sc.qe[e] = qs[i * ld + c] * ec[i];  // q_i exp(c_i)
     sc.kd[e] = ks[i * ld + c] * el[i];  // k_i exp(c_last - c_i)
   }
@@ -200,15 +202,33 @@ __global__ void __launch_bounds__(256)
     int L = 0;
     chunk_rows(sg, j, c0, L);
     const ChunkScratch sc = scratch_at(const_cast<float*>(scratch), first + j, h, d);
+    // The chunk's prep outputs into shared memory (pure copies; 32-bit indices, 16-byte loads when dk % 4 ==
+    // 0: every scratch array starts at a multiple of 4 floats, and so do kd and aq in shared memory).
+    const int dki = static_cast<int>(dk), ldi = static_cast<int>(ld);
+    if (dki % 4 == 0) {
+      const auto* uk4 = reinterpret_cast<const float4*>(sc.uk);
+      const auto* qe4 = reinterpret_cast<const float4*>(sc.qe);
 #pragma unroll 4
-    for (int64_t e = threadIdx.x; e < L * dk; e += blockDim.x) {
-      const int64_t i = e / dk, r = e % dk;
-      uk[i * ld + r] = sc.uk[e];
-      qe[i * ld + r] = sc.qe[e];
-      kd[e] = sc.kd[e];
+      for (int e4 = threadIdx.x; e4 < L * dki / 4; e4 += blockDim.x) {
+        const int e = 4 * e4, i = e / dki, r = e - i * dki;
+        const float4 a = uk4[e4], b = qe4[e4];
+        float* ud = uk + i * ldi + r;
+        float* qd = qe + i * ldi + r;
+        ud[0] = a.x, ud[1] = a.y, ud[2] = a.z, ud[3] = a.w;
+        qd[0] = b.x, qd[1] = b.y, qd[2] = b.z, qd[3] = b.w;
+        reinterpret_cast<float4*>(kd)[e4] = reinterpret_cast<const float4*>(sc.kd)[e4];
+      }
+    } else {
+      for (int e = threadIdx.x; e < L * dki; e += blockDim.x) {
+        const int i = e / dki, r = e - i * dki;
+        uk[i * ldi + r] = sc.uk[e];
+        qe[i * ldi + r] = sc.qe[e];
+        kd[e] = sc.kd[e];
+      }
     }
 #pragma unroll 4
-    for (int e = threadIdx.x; e < L * kChunk; e += blockDim.x) aq[e] = sc.aq[e];
+    for (int e4 = threadIdx.x; e4 < L * (kChunk / 4); e4 += blockDim.x)
+      reinterpret_cast<float4*>(aq)[e4] = reinterpret_cast<const float4*>(sc.aq)[e4];
     for (int e = threadIdx.x; e < L; e += blockDim.x) cum[e] = sc.cum[e];
     __syncthreads();
     // v' = U_v - U_k S
