@@ -332,6 +332,9 @@ std::atomic<bool> g_decode_form{true};      // few-row calls in attention_tc_dec
 // form (attention_tc_decode.cu) packs always: one sequence the same within noise, 8 Qwen3.5 sequences over
 // 2,333 keys 86.6 -> 35.5 µs (BENCHMARKS.md). Either way the same bits.
 constexpr int64_t kPackMinBlocks = 128;
+// Few-row calls run split-parallel only while the decode form's unsplit grid has fewer blocks than this
+// (about two per SM on the H200's 132).
+constexpr int64_t kSplitMaxBlocks = 256;
 
 template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
@@ -357,7 +360,13 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
     split_tiles = split / BN;
     const int64_t n_split = (max_keys + split - 1) / split;
     const bool few_rows = pg.seg_rows && n_q <= 16 * static_cast<int64_t>(pg.n_seg);
-    float* ws = few_rows && n_split <= 65535 && g_partials.load(std::memory_order_relaxed)
+    // Split-parallel pays while the unsplit grid (one packed block per sequence and kv head in the decode
+    // form) leaves SMs idle; once it fills them, the partials' round trip and the merge launch cost more than
+    // the parallelism gains (H200: 64 sequences × 2,333 keys, 1B 277 split against 227 µs folded; Qwen3.5, 2
+    // kv heads, still 133 against 202). The same bits either way.
+    const bool grid_full = g_decode_form.load(std::memory_order_relaxed) &&
+                           static_cast<int64_t>(pg.n_seg) * kv_heads >= kSplitMaxBlocks;
+    float* ws = few_rows && !grid_full && n_split <= 65535 && g_partials.load(std::memory_order_relaxed)
                     ? attention_partials(s, n_split * n_q * heads * (d + 2))
                     : nullptr;
     if (ws) {
