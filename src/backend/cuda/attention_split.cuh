@@ -23,11 +23,13 @@
 // The products and sums of the fold are written with __fmul_rn / __fadd_rn so that no kernel contracts
 // them into an FMA differently from another.
 #pragma once
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 
 namespace tf::cuda::attn {
 
@@ -61,6 +63,84 @@ __device__ __forceinline__ FoldOp fold_ml(float& M, float& L, float m, float l, 
 
 __device__ __forceinline__ float fold_o(float o, float acc, float cr, float cs) {
   return __fadd_rn(__fmul_rn(o, cr), __fmul_rn(acc, cs));
+}
+
+// The query rows of flash-attention block `tile` (each block holds up to bq rows): bq consecutive rows, or
+// (seg_rows, paged) up to bq rows of ONE segment, tile y being the y-th bq-row piece when every segment is
+// cut into pieces of bq from its first row. rows = 0: a grid bound past the last piece. Run by one thread.
+__device__ __forceinline__ void find_piece(unsigned tile, int bq, int64_t n_q, const int32_t* seg_rows,
+                                           int n_seg, int64_t& i0_out, int& rows_out, int& seg_out) {
+  int64_t i0 = static_cast<int64_t>(tile) * bq;
+  int rows = static_cast<int>(n_q - i0 < bq ? n_q - i0 : bq), seg = 0;
+  if (seg_rows) {
+    rows = 0;
+    int left = static_cast<int>(tile);
+    for (int s = 0; s < n_seg; ++s) {
+      const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bq - 1) / bq;
+      if (left < nt) {
+        seg = s;
+        i0 = seg_rows[s] + static_cast<int64_t>(left) * bq;
+        rows = static_cast<int>(seg_rows[s + 1] - i0 < bq ? seg_rows[s + 1] - i0 : bq);
+        break;
+      }
+      left -= nt;
+    }
+  }
+  i0_out = i0;
+  rows_out = rows > 0 ? rows : 0;
+  seg_out = seg;
+}
+
+// A block's next pass: the smallest range begin of its n rows above prev_b (INT_MAX: none left) and the
+// largest range end among the rows with that begin (rb / re: the rows' ranges, INT_MAX / INT_MIN for rows
+// past the last). Run by one thread.
+__device__ __forceinline__ void next_pass(const int* rb, const int* re, int n, int prev_b, int& pass_b,
+                                          int& pass_e) {
+  int nb = INT_MAX, ne = INT_MIN;
+  for (int r = 0; r < n; ++r)
+    if (rb[r] > prev_b && rb[r] < nb) nb = rb[r];
+  for (int r = 0; r < n; ++r)
+    if (rb[r] == nb && re[r] > ne) ne = re[r];
+  pass_b = nb;
+  pass_e = ne;
+}
+
+// One key tile's online-softmax step for a thread's two rows (rr = 0: fragment values c = 0, 1; rr = 1: c =
+// 2, 3) once the scores s are scaled and masked (-inf) and tmax holds the thread's own maxima: the quad's row
+// maxima, the running max m and its factor α (exactly 1 when it does not move), P = 2^((s - m) log2 e) packed
+// as bf16 A fragments of 16 keys each, and l = l α + Σ p (each thread's sum over its columns in order, then
+// the quad's). Every flash kernel (attention_tc.cu, attention_tc_wide.cu, attention_tc_decode.cu) runs this
+// same code, so a row's bits do not depend on which of them computes it.
+template <int NS>
+__device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&tmax)[2], float (&m)[2],
+                                               float (&l)[2], float (&alpha)[2], uint32_t (&pf)[NS / 2][4]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
+    tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
+    const float mn = fmaxf(m[rr], tmax[rr]);
+    alpha[rr] = (mn == m[rr]) ? 1.0f : ex2((m[rr] - mn) * kLog2e);  // exact no-op when nothing new
+    m[rr] = mn;
+  }
+  float tsum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int b = 0; b < NS; ++b) {
+    float p[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float mr = m[c / 2];
+      p[c] = s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
+      tsum[c / 2] += p[c];
+    }
+    pf[b / 2][(b % 2) * 2 + 0] = mma::pack_bf16(p[0], p[1]);
+    pf[b / 2][(b % 2) * 2 + 1] = mma::pack_bf16(p[2], p[3]);
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 1);
+    tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 2);
+    l[rr] = l[rr] * alpha[rr] + tsum[rr];
+  }
 }
 
 // Folds the split just ended of one mma fragment (a thread's two rows rr = 0, 1: m, l, and acc[NO][4],

@@ -77,27 +77,7 @@ __global__ void __launch_bounds__(kThreads)
   auto row_head = [&](int r) { return pack > 1 ? kh * pack + r % pack : h; };
   const int bq = kRows / pack;  // query rows per block
   const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
-  if (threadIdx.x == 0) {  // tile y: the y-th bq-row piece when every segment is cut from its first row
-    int64_t i0 = static_cast<int64_t>(blockIdx.y) * bq;
-    int rows = static_cast<int>(n_q - i0 < bq ? n_q - i0 : bq), seg = 0;
-    if (seg_rows) {
-      rows = 0;
-      int left = static_cast<int>(blockIdx.y);
-      for (int s = 0; s < n_seg; ++s) {
-        const int ns = seg_rows[s + 1] - seg_rows[s], nt = (ns + bq - 1) / bq;
-        if (left < nt) {
-          seg = s;
-          i0 = seg_rows[s] + static_cast<int64_t>(left) * bq;
-          rows = static_cast<int>(seg_rows[s + 1] - i0 < bq ? seg_rows[s + 1] - i0 : bq);
-          break;
-        }
-        left -= nt;
-      }
-    }
-    tile_i0 = i0;
-    tile_rows = rows > 0 ? rows : 0;
-    tile_seg = seg;
-  }
+  if (threadIdx.x == 0) attn::find_piece(blockIdx.y, bq, n_q, seg_rows, n_seg, tile_i0, tile_rows, tile_seg);
   __syncthreads();
   const int64_t i0 = tile_i0;
   const int n_rows = tile_rows * pack;
@@ -167,15 +147,7 @@ __global__ void __launch_bounds__(kThreads)
   int prev_b = INT_MIN;
   for (;;) {
     __syncthreads();
-    if (threadIdx.x == 0) {  // the next distinct range begin of the block's rows, and its tiles' end
-      int nb = INT_MAX, ne = INT_MIN;
-      for (int r = 0; r < kRows; ++r)
-        if (rb[r] > prev_b && rb[r] < nb) nb = rb[r];
-      for (int r = 0; r < kRows; ++r)
-        if (rb[r] == nb && re[r] > ne) ne = re[r];
-      pass_b = nb;
-      pass_e = ne;
-    }
+    if (threadIdx.x == 0) attn::next_pass(rb, re, kRows, prev_b, pass_b, pass_e);
     __syncthreads();
     const int pb = pass_b, pe = pass_e;
     if (pb == INT_MAX) break;
@@ -245,34 +217,8 @@ __global__ void __launch_bounds__(kThreads)
           tmax[hi] = fmaxf(tmax[hi], s[b][c]);
         }
       float alpha[2];
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
-        tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
-        const float mn = fmaxf(m[rr], tmax[rr]);
-        alpha[rr] = (mn == m[rr]) ? 1.0f : ex2((m[rr] - mn) * kLog2e);
-        m[rr] = mn;
-      }
-      float tsum[2] = {0.0f, 0.0f};
       uint32_t pf[NS / 2][4];
-#pragma unroll
-      for (int b = 0; b < NS; ++b) {
-        float p[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const float mr = m[c / 2];
-          p[c] = s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
-          tsum[c / 2] += p[c];
-        }
-        pf[b / 2][(b % 2) * 2 + 0] = pack_bf16(p[0], p[1]);
-        pf[b / 2][(b % 2) * 2 + 1] = pack_bf16(p[2], p[3]);
-      }
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 1);
-        tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 2);
-        l[rr] = l[rr] * alpha[rr] + tsum[rr];
-      }
+      attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
 #pragma unroll
       for (int la = 0; la < 2 * OP; ++la) {
         acc[la][0] *= alpha[0];
