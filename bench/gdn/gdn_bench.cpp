@@ -5,7 +5,9 @@
 // tree (copy it and gdn_bench_util.h there, add the two CMake lines) and old and new kernels can be
 // timed in one device call.
 //   gdn_bench [--backend cuda|cpu] [--tokens N] [--reps R]      (defaults: cuda, 1800, 20)
-// Each figure: the median over R calls of (launch + synchronize), after one warm-up call; the bound
+// Each figure: the median over R calls of (launch + synchronize), after one warm-up call; the one-token rows,
+// where the backend records graphs, the mean over 5 replays of a graph of 10 R calls (gdn_bench_util.h
+// replay_ms: without it their ≈ 10 µs of launch and synchronisation hid the kernels); the bound
 // beside it is the call's bytes (q, k, v, g, beta, out read/written once, the f32 state read and written
 // once) at the H200's measured 4.3 TB/s. A page of the 0.8B has 18 such layers, of the 4B 24.
 #include <algorithm>
@@ -84,11 +86,11 @@ int main(int argc, char** argv) {
                 }),
         io_bytes(n) + static_cast<double>(calls) * state_bytes, s.layers);
     row("delta rule, recurrent, 1 decode token", 1,
-        time_ms(be, reps * 10,
-                [&] {
-                  be.gated_delta_rule_recurrent(rows(q, 0, 1), rows(k, 0, 1), rows(v, 0, 1), rows(g, 0, 1),
-                                                rows(beta, 0, 1), state, rows(out, 0, 1));
-                }),
+        replay_ms(be, reps * 10,
+                  [&] {
+                    be.gated_delta_rule_recurrent(rows(q, 0, 1), rows(k, 0, 1), rows(v, 0, 1), rows(g, 0, 1),
+                                                  rows(beta, 0, 1), state, rows(out, 0, 1));
+                  }),
         io_bytes(1) + state_bytes, s.layers);
     // The conv over [q | k | v] channels (2 hk dk + hv dv), kernel 4.
     const int64_t C = 2 * s.hk * s.dk + s.hv * s.dv;
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
     row("causal conv1d + silu, one call", n, time_ms(be, reps, [&] { be.causal_conv1d_silu(x, w, win, y); }),
         static_cast<double>(n) * C * 2 * 2 + C * (4 + 3 * 2) * 2.0, s.layers);
     row("causal conv1d + silu, 1 decode token", 1,
-        time_ms(be, reps * 10, [&] { be.causal_conv1d_silu(rows(x, 0, 1), w, win, rows(y, 0, 1)); }),
+        replay_ms(be, reps * 10, [&] { be.causal_conv1d_silu(rows(x, 0, 1), w, win, rows(y, 0, 1)); }),
         C * 2 * 2.0 + C * (4 + 3 * 2) * 2.0, s.layers);
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "backend/ops.h"
@@ -66,6 +67,26 @@ inline double time_ms(Backend& be, int reps, const std::function<void()>& run) {
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Milliseconds per call of run() where the backend records graphs: `reps` calls captured into one graph, the
+// graph replayed once to warm up, then timed over 5 replays (a one-token call's launch and synchronisation
+// would otherwise dominate it, as the CUDA events of attention_bench avoid too); elsewhere time_ms.
+inline double replay_ms(Backend& be, int reps, const std::function<void()>& run) {
+  if (!be.can_capture()) return time_ms(be, reps, run);
+  run();
+  be.synchronize();
+  be.begin_capture();
+  for (int r = 0; r < reps; ++r) run();
+  const std::unique_ptr<Backend::Graph> g = be.end_capture();
+  be.replay(*g);
+  be.synchronize();
+  constexpr int kReplays = 5;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReplays; ++i) be.replay(*g);
+  be.synchronize();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return ms / (kReplays * reps);
 }
 
 }  // namespace tf::gdnbench
