@@ -286,7 +286,8 @@ template <int DP, int BN>
 void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v, const int32_t* ranges,
                float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                const Paging& pg, int64_t max_keys) {
-  // Query rows per block: 64 (4 warps), also in decode, where one warp holds the segment's rows and
+  // Query rows per block: 64 (4 warps). Few-row calls (decode, verification) go to attention_tc_decode.cu's
+  // 16-row blocks below unless its test hook turns that off; then one warp here holds the segment's rows and
   // the others help stage the K/V tiles (a row's arithmetic is the same for every block size).
   const int warps = 4;  // the kernel's folding layout assumes 128 threads
   auto kernel = attention_tc_kernel<DP, BN>;
