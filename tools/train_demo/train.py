@@ -412,6 +412,8 @@ def main():
     ap.add_argument("--page-frac", type=float, default=0.5, help="share of steps on pages")
     ap.add_argument("--old-only", type=int, default=400, help="only the first recipe's 560 x 56 lines before this "
                     "step (a curriculum: they teach reading fastest)")
+    ap.add_argument("--old-weight", type=float, default=1.0, help="sampling weight of the first recipe's images "
+                    "relative to the new ones (per image; holds the old held-out sets in a warm start)")
     ap.add_argument("--page-start", type=int, default=1000, help="lines only before this step (a curriculum)")
     ap.add_argument("--render-seconds", type=float, default=80, help="render before training for at most this long "
                     "(the render workers stop when training starts, unless --stream)")
@@ -618,7 +620,7 @@ def main():
             g["lr"] = args.lr * g["lr_mult"] * lr_f
         kind = "page" if step >= args.page_start and pick.random() < args.page_frac else "line"
         bs = store.kinds(kind, "old" if step < args.old_only else None) or store.kinds(kind)
-        b = pick.choices(bs, weights=[x.n for x in bs])[0]
+        b = pick.choices(bs, weights=[x.n * (args.old_weight if x.src == "old" else 1.0) for x in bs])[0]
         ic = gen.integers(0, b.n, min(b.batch, b.n))  # on the CPU: the target length needs no GPU sync
         idx = torch.from_numpy(ic).pin_memory().to(dev, non_blocking=True)
         lm, ctc = forward(b, idx, int(b.tlen_cpu[ic].max()))
