@@ -23,9 +23,10 @@
 //   a real row and are discarded: output row i depends only on row i of A).
 // - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept beside the accumulators
 //   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
-//   Above 128 rows, test_hooks::set_cuda_linear_large_config picks the tiling: 0 and 1 below, 2.. the
-//   swizzled candidates of linear_tc_large.cu (shapes listed there); bench/linear/linear_bench.cpp times
-//   them all and the contract test checks their bits equal config 0's.
+//   Above 128 rows, test_hooks::set_cuda_linear_large_config (or TF_CUDA_LINEAR_LARGE) picks the tiling:
+//   0 and 1 below, 2.. the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 the wgmma
+//   form of linear_tc_wgmma_sm90a.cu; bench/linear/linear_bench.cpp times them all and the contract test
+//   checks their bits equal config 0's.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
@@ -35,6 +36,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/test_hooks.h"
 
@@ -53,7 +56,21 @@ std::atomic<int> g_planted_small_chunk{0};
 // register sums), the fastest on every prefill and vision shape measured on the H200 (bench/linear:
 // 2.0-2.5x config 0; BENCHMARKS.md "Fused decoder"). Every configuration gives the same bits.
 constexpr int kDefaultLargeConfig = 7;
-std::atomic<int> g_large_config{kDefaultLargeConfig};
+// TF_CUDA_LINEAR_LARGE=N runs configuration N above 128 rows (benchmarks of a candidate in whole runs; the
+// same bits whichever runs, as the contract checks); unset, empty or out of range: the default.
+int initial_large_config() {
+  const char* e = std::getenv("TF_CUDA_LINEAR_LARGE");
+  if (!e || !*e) return kDefaultLargeConfig;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end || v < 0 || v >= linear_tc_large_end()) {
+    std::fprintf(stderr, "TF_CUDA_LINEAR_LARGE=%s: not a configuration in [0, %d); using %d\n", e,
+                 linear_tc_large_end(), kDefaultLargeConfig);
+    return kDefaultLargeConfig;
+  }
+  return static_cast<int>(v);
+}
+std::atomic<int> g_large_config{initial_large_config()};
 // <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
 // same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps, no programmatic
 // launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the

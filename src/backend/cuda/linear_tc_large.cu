@@ -27,6 +27,12 @@
 #include <iterator>
 
 namespace tf::cuda {
+
+// Configuration 10 (linear_tc_wgmma_sm90a.cu, its only caller is here): false (nothing queued) where it does
+// not apply (in_f % 8, alignment, or a device other than compute capability 9.0).
+bool launch_linear_tc_wgmma(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
+                            const Tensor& out);
+
 namespace {
 
 using namespace mma;
@@ -266,6 +272,7 @@ void launch_large(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t
 //   8: 128 x 128, BK 32, 4 stages, 8 warps of 64 x 32, sums in registers      (64 KB, 1 block)
 //   9: 64 x 128,  BK 64, 3 stages, 4 warps of 32 x 64, sums in registers      (72 KB, 2 blocks)
 //      (twice the blocks of 128 x 128: fewer idle SMs in the last wave of the 2,333-row prefill)
+//  10: 128 x 128, BK 64, 5 stages, 2 warpgroups of wgmma m64 x n128 (linear_tc_wgmma_sm90a.cu; 161 KB)
 using Cand2 = LargeCfg<128, 128, 64, 64, 32, 3, true, 1>;
 using Cand3 = LargeCfg<128, 128, 32, 64, 64, 3, false, 2>;
 using Cand4 = LargeCfg<128, 256, 32, 64, 64, 4, false, 1>;
@@ -275,10 +282,11 @@ using Cand7 = LargeCfg<128, 64, 64, 64, 32, 4, true, 2>;
 using Cand8 = LargeCfg<128, 128, 32, 64, 32, 4, true, 1>;
 using Cand9 = LargeCfg<64, 128, 64, 32, 64, 3, true, 2>;
 
-constexpr const char* kNames[] = {"128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem",
-                                  "128x256 k32 s4 8w 64x64 smem", "256x128 k32 s4 8w 64x64 smem",
-                                  "128x128 k64 s4 4w 64x64 smem", "128x64 k64 s4 4w 64x32 reg",
-                                  "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg"};
+constexpr const char* kNames[] = {
+    "128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem", "128x256 k32 s4 8w 64x64 smem",
+    "256x128 k32 s4 8w 64x64 smem", "128x128 k64 s4 4w 64x64 smem", "128x64 k64 s4 4w 64x32 reg",
+    "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg",   "128x128 k64 s5 2wg wgmma reg"};
+constexpr int kWgmmaConfig = 10;  // launched by linear_tc_wgmma_sm90a.cu
 
 template <class TO>
 void run_large(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* b, TO* o, int64_t n,
@@ -315,6 +323,7 @@ const char* linear_tc_large_name(int which) {
 
 bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out) {
+  if (which == kWgmmaConfig) return launch_linear_tc_wgmma(s, x, w, bias, out);
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
   const auto* xp = ptr<const bf16_t>(x);
   const auto* wp = ptr<const bf16_t>(w);

@@ -221,7 +221,8 @@ TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
 }
 
 // The tile configurations for more than 128 rows (0: sums in shared memory, 128 x 128 blocks, the
-// default; 1: sums in registers, 128 x 64 blocks; 2..: the swizzled candidates of linear_tc_large.cu) are
+// default; 1: sums in registers, 128 x 64 blocks; 2..: the swizzled candidates of linear_tc_large.cu, 10 the
+// wgmma form of linear_tc_wgmma_sm90a.cu) are
 // a speed choice only: the same rows in f32 and bf16, bit for bit, as config 0, and equal to the
 // small-row kernel's rows. The shapes reach every edge of the candidates: rows not a multiple of any
 // block (129, 257, 300, 777), out_f odd (131: single stores) and not a multiple of 64, in_f below one
