@@ -24,9 +24,9 @@
 // - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept beside the accumulators
 //   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
 //   Above 128 rows, test_hooks::set_cuda_linear_large_config (or TF_CUDA_LINEAR_LARGE) picks the tiling:
-//   0 and 1 below, 2.. the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 the wgmma
-//   form of linear_tc_wgmma_sm90a.cu; bench/linear/linear_bench.cpp times them all and the contract test
-//   checks their bits equal config 0's.
+//   0 and 1 below, 2.. the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 and 11 the
+//   wgmma forms of linear_tc_wgmma_sm90a.cu (the default); bench/linear/linear_bench.cpp times them all and
+//   the contract test checks their bits equal config 0's.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
@@ -52,10 +52,11 @@ constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
 // > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles (both below), 2.. the
 // swizzled candidates of linear_tc_large.cu (listed there). All the same bits.
-// The default: config 7 (linear_tc_large.cu: 128 x 64 blocks, k tiles of 64, 4 stages, 4 warps of 64 x 32,
-// register sums), the fastest on every prefill and vision shape measured on the H200 (bench/linear:
-// 2.0-2.5x config 0; BENCHMARKS.md "Fused decoder"). Every configuration gives the same bits.
-constexpr int kDefaultLargeConfig = 7;
+// The default: config 10 (linear_tc_wgmma_sm90a.cu: 128 x 128 blocks of Hopper's wgmma, 5 stages; config 7,
+// the 128 x 64 mma.sync blocks, where the device is not compute capability 9.0), the fastest on every prefill
+// and vision shape measured on the H200 (bench/linear: 1.4-1.6x config 7, whose bits it gives on every shape;
+// BENCHMARKS.md "wgmma"). Every configuration gives the same bits.
+constexpr int kDefaultLargeConfig = 10;
 // TF_CUDA_LINEAR_LARGE=N runs configuration N above 128 rows (benchmarks of a candidate in whole runs; the
 // same bits whichever runs, as the contract checks); unset, empty or out of range: the default.
 int initial_large_config() {

@@ -28,9 +28,9 @@
 
 namespace tf::cuda {
 
-// Configuration 10 (linear_tc_wgmma_sm90a.cu, its only caller is here): false (nothing queued) where it does
-// not apply (in_f % 8, alignment, or a device other than compute capability 9.0).
-bool launch_linear_tc_wgmma(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
+// Configurations 10 and 11 (linear_tc_wgmma_sm90a.cu, its only caller is here): false (nothing queued) where
+// they do not apply (in_f % 8, alignment, or a device other than compute capability 9.0).
+bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out);
 
 namespace {
@@ -273,6 +273,8 @@ void launch_large(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t
 //   9: 64 x 128,  BK 64, 3 stages, 4 warps of 32 x 64, sums in registers      (72 KB, 2 blocks)
 //      (twice the blocks of 128 x 128: fewer idle SMs in the last wave of the 2,333-row prefill)
 //  10: 128 x 128, BK 64, 5 stages, 2 warpgroups of wgmma m64 x n128 (linear_tc_wgmma_sm90a.cu; 161 KB)
+//  11: 128 x 64,  BK 64, 4 stages, 2 warpgroups of wgmma m64 x n64 (the same file; 97 KB, 2 blocks)
+//  (10 and 11 where the device is compute capability 9.0, else 7: the same bits)
 using Cand2 = LargeCfg<128, 128, 64, 64, 32, 3, true, 1>;
 using Cand3 = LargeCfg<128, 128, 32, 64, 64, 3, false, 2>;
 using Cand4 = LargeCfg<128, 256, 32, 64, 64, 4, false, 1>;
@@ -282,11 +284,13 @@ using Cand7 = LargeCfg<128, 64, 64, 64, 32, 4, true, 2>;
 using Cand8 = LargeCfg<128, 128, 32, 64, 32, 4, true, 1>;
 using Cand9 = LargeCfg<64, 128, 64, 32, 64, 3, true, 2>;
 
-constexpr const char* kNames[] = {
-    "128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem", "128x256 k32 s4 8w 64x64 smem",
-    "256x128 k32 s4 8w 64x64 smem", "128x128 k64 s4 4w 64x64 smem", "128x64 k64 s4 4w 64x32 reg",
-    "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg",   "128x128 k64 s5 2wg wgmma reg"};
-constexpr int kWgmmaConfig = 10;  // launched by linear_tc_wgmma_sm90a.cu
+constexpr const char* kNames[] = {"128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem",
+                                  "128x256 k32 s4 8w 64x64 smem", "256x128 k32 s4 8w 64x64 smem",
+                                  "128x128 k64 s4 4w 64x64 smem", "128x64 k64 s4 4w 64x32 reg",
+                                  "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg",
+                                  "128x128 k64 s5 2wg wgmma reg", "128x64 k64 s4 2wg wgmma reg"};
+constexpr int kWgmmaFirst = 10;  // 10, 11: launched by linear_tc_wgmma_sm90a.cu
+constexpr int kMmaFallback = 7;  // where they do not apply: the fastest mma.sync form (the same bits)
 
 template <class TO>
 void run_large(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* b, TO* o, int64_t n,
@@ -323,7 +327,10 @@ const char* linear_tc_large_name(int which) {
 
 bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out) {
-  if (which == kWgmmaConfig) return launch_linear_tc_wgmma(s, x, w, bias, out);
+  if (which >= kWgmmaFirst) {
+    if (launch_linear_tc_wgmma(s, which, x, w, bias, out)) return true;
+    which = kMmaFallback;
+  }
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
   const auto* xp = ptr<const bf16_t>(x);
   const auto* wp = ptr<const bf16_t>(w);

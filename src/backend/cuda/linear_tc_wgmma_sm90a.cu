@@ -1,22 +1,23 @@
-// linear on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): configuration 10 of
-// test_hooks::set_cuda_linear_large_config (> 128 rows), the same arithmetic as every configuration of
-// linear_tc.cu (its top): k in fixed 256-wide chunks, each chunk's partial an f32 chain over its k in
-// increasing 16-wide steps from zero (steps at or past in_f skipped), partials added in chunk order from
-// -0.0f (linear_tc_large.cu, REG), + bias in f32, one rounding. Whether the chain's k16 step rounds as
-// mma.sync m16n8k16's does (both take 16 products and the running f32 sum per element) is what the
-// contract's bit comparison with configuration 0 decides on the GPU (CudaContract.LinearConfigs*).
+// linear on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): configurations 10 (the
+// default above 128 rows) and 11 of test_hooks::set_cuda_linear_large_config, the same arithmetic as every
+// configuration of linear_tc.cu (its top): k in fixed 256-wide chunks, each chunk's partial an f32 chain over
+// its k in increasing 16-wide steps from zero (steps at or past in_f skipped), partials added in chunk order
+// from -0.0f (linear_tc_large.cu, REG), + bias in f32, one rounding. The chain's k16 step rounds as mma.sync
+// m16n8k16's does (both take 16 products and the running f32 sum per element): the contract
+// (CudaContract.BatchInvarianceLinearLargeConfigs) and bench/linear compare the bits with configuration 0's,
+// equal on every shape measured on the H200.
 //
-// Block: 128 x 128 outputs, two warpgroups of m64 x n128 (warpgroup g: rows 64g..64g+63), k tiles of 64
-// (one 128-byte row per operand row) in a 5-deep cp.async ring. The stages use the 128-byte swizzle that
-// wgmma's shared-memory descriptors read: 16-byte chunk c of row r at chunk c ^ (r % 8), tiles 1024-byte
-// aligned (8 rows x 128 bytes per swizzle atom; the descriptor's stride between 8-row groups is 1024).
-// A tile's four k16 steps advance the descriptors' start address by 32 bytes. Per tile: wait for its
-// copies, make them visible to the async proxy, barrier, queue the copy of tile kt + 3 into the slot tile
-// kt - 2 used (both warpgroups waited for that tile's wgmma before the barrier), issue the tile's four
+// Block: 128 x BN outputs (BN 128 or 64), two warpgroups of m64 x BN (warpgroup g: rows 64g..64g+63), k tiles
+// of 64 (one 128-byte row per operand row) in a STAGES-deep cp.async ring. The stages use the 128-byte
+// swizzle that wgmma's shared-memory descriptors read: 16-byte chunk c of row r at chunk c ^ (r % 8), tiles
+// 1024-byte aligned (8 rows x 128 bytes per swizzle atom; the descriptor's stride between 8-row groups is
+// 1024). A tile's four k16 steps advance the descriptors' start address by 32 bytes. Per tile: wait for its
+// copies, make them visible to the async proxy, barrier, queue the copy of tile kt + STAGES - 2 into the slot
+// tile kt - 2 used (both warpgroups waited for that tile's wgmma before the barrier), issue the tile's four
 // wgmma, keep one group in flight (wait 1) except at a chunk's end (wait 0, then sum += acc, acc = 0).
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32;
-// in_f % 8 == 0 and 16-byte aligned x, w (else the caller runs configuration 0). Built for sm_90a only
+// in_f % 8 == 0 and 16-byte aligned x, w (else the caller runs another configuration). Built for sm_90a only
 // (src/CMakeLists.txt: *_sm90a.cu), used only on devices of compute capability 9.0.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -34,13 +35,21 @@ using mma::cp_async_wait;
 using mma::smem_addr;
 
 constexpr int kChunk = 256;  // the contract's k chunk (linear_tc.cu)
-constexpr int BM = 128, BN = 128, BK = 64, STAGES = 5, kThreads = 256;
-constexpr int kTileElems = 128 * BK;                // one operand's tile: 128 rows x 64 k (16 KB)
-constexpr int kStageElems = 2 * kTileElems;         // A then B
-constexpr int kRowsPerPass = kThreads / (BK / 8);   // 32 rows per pass of the block's 16-byte copies
-constexpr int kPasses = 128 / kRowsPerPass;         // 4 passes per operand tile
-constexpr size_t kSmem = size_t{STAGES} * kStageElems * sizeof(bf16_t) + 1024;  // + alignment slack
+constexpr int BM = 128, BK = 64, kThreads = 256;
+constexpr int kRowsPerPass = kThreads / (BK / 8);  // 32 rows per pass of the block's 16-byte copies
 static_assert(kChunk % BK == 0 && kRowsPerPass % 8 == 0);
+
+// BN output columns per block (wgmma m64nBNk16 per warpgroup), STAGES-deep ring, MINB blocks per SM.
+template <int BN_, int STAGES_, int MINB_>
+struct WgCfg {
+  static constexpr int BN = BN_, STAGES = STAGES_, MINB = MINB_;
+  static constexpr int kAElems = BM * BK, kStageElems = (BM + BN) * BK;  // A then B; 1024-byte multiples
+  static constexpr int kAPasses = BM / kRowsPerPass, kBPasses = BN / kRowsPerPass;
+  static constexpr int kAcc = BN / 2;  // f32 accumulators per thread (m64 x BN over 128 threads)
+  static constexpr size_t kSmem = size_t{STAGES} * kStageElems * sizeof(bf16_t) + 1024;  // + alignment slack
+  static_assert(BN % kRowsPerPass == 0 && (kStageElems * 2) % 1024 == 0 && STAGES >= 3);
+  static_assert(kSmem <= 232448, "more than a block's shared memory");
+};
 
 // Shared-memory matrix descriptor: K-major operand, 128-byte swizzle, 8-row groups 1024 bytes apart
 // (PTX ISA, "Matrix Descriptor Format": start >> 4 in bits 0-13, leading offset >> 4 in 16-29 (unused for
@@ -51,7 +60,9 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -76,20 +87,49 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t a, uin
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a), "l"(b), "r"(1));
 #else
   __trap();  // built for sm_90a only (the caller checks the device)
 #endif
 }
 
-template <class TO>
-__global__ void __launch_bounds__(kThreads, 1)
+// The same for m64 x n64 (32 accumulators).
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(1));
+#else
+  __trap();
+#endif
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma_k16(float (&d)[BN / 2], uint64_t a, uint64_t b) {
+  if constexpr (BN == 128)
+    wgmma_m64n128k16(d, a, b);
+  else
+    wgmma_m64n64k16(d, a, b);
+}
+
+template <class C, class TO>
+__global__ void __launch_bounds__(kThreads, C::MINB)
     linear_wgmma_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
                         const bf16_t* __restrict__ bias, TO* __restrict__ out, int n, int in_f, int out_f,
                         bool pair_store) {
@@ -99,6 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   bf16_t* smem = reinterpret_cast<bf16_t*>(smem_raw + ((1024 - raw % 1024) % 1024));
   const uint32_t sbase = smem_addr(smem);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
+  constexpr int BN = C::BN, STAGES = C::STAGES, NACC = C::kAcc;
   const int i0 = static_cast<int>(blockIdx.y) * BM, j0 = static_cast<int>(blockIdx.x) * BN;
   const int k_tiles = (in_f + BK - 1) / BK;
 
@@ -113,17 +154,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Queue tile kt's copies into its slot; past k a copy of zeros (no branch: the control flow stays
   // straight around the wgmma in flight, else ptxas waits for them at every merge).
   auto stage = [&](int kt) {
-    bf16_t* sa = smem + (kt % STAGES) * kStageElems;
-    bf16_t* sb = sa + kTileElems;
+    bf16_t* sa = smem + (kt % STAGES) * C::kStageElems;
+    bf16_t* sb = sa + C::kAElems;
     const int k0 = kt * BK;
     const bool kok = kt < k_tiles && k0 + ld_ch * 8 < in_f;  // in_f % 8 == 0: a chunk is wholly in or out
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p) {
+    for (int p = 0; p < C::kAPasses; ++p) {
       const bool ok = kok && p * kRowsPerPass < a_left;
       cp_async16(sa + ld_dst + p * kRowsPerPass * BK, ok ? ga + p * pass_stride + k0 : x, ok);
     }
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p) {
+    for (int p = 0; p < C::kBPasses; ++p) {
       const bool ok = kok && p * kRowsPerPass < b_left;
       cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? gb + p * pass_stride + k0 : w, ok);
     }
@@ -132,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) stage(s);
 
-  // Tile kt's copies landed and visible to the async proxy; queue tile kt + 3 into the slot of tile
+  // Tile kt's copies landed and visible to the async proxy; queue tile kt + STAGES - 2 into the slot of tile
   // kt - 2, whose wgmma both warpgroups waited for before this barrier. Returns the A and B descriptors'
   // shared addresses for this warpgroup.
   auto begin_tile = [&](int kt, uint32_t& a0, uint32_t& b0) {
@@ -140,14 +181,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_async_shared();
     __syncthreads();
     stage(kt + STAGES - 2);
-    const uint32_t sa = sbase + static_cast<uint32_t>((kt % STAGES) * kStageElems * sizeof(bf16_t));
+    const uint32_t sa = sbase + static_cast<uint32_t>((kt % STAGES) * C::kStageElems * sizeof(bf16_t));
     a0 = sa + wg * 64 * BK * sizeof(bf16_t);
-    b0 = sa + kTileElems * sizeof(bf16_t);
+    b0 = sa + C::kAElems * sizeof(bf16_t);
   };
 
-  float acc[64], tot[64];
+  float acc[NACC], tot[NACC];
 #pragma unroll
-  for (int c = 0; c < 64; ++c) acc[c] = 0.0f, tot[c] = -0.0f;  // -0: the exact identity (linear_tc_large.cu)
+  for (int c = 0; c < NACC; ++c)
+    acc[c] = 0.0f, tot[c] = -0.0f;  // -0: the exact identity (linear_tc_large.cu)
 
   // Whole chunks: four full tiles each, one wgmma group in flight across tiles, all done at the chunk's
   // end (straight-line code between the chunk loop's iterations).
@@ -160,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       begin_tile(c * kTilesPerChunk + t, a0, b0);
       wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < BK / 16; ++s) wgmma_m64n128k16(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
+      for (int s = 0; s < BK / 16; ++s) wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
       wgmma_commit();
       if (t + 1 < kTilesPerChunk)
         wgmma_wait<1>();  // tile kt - 1's group done
@@ -168,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<0>();
     }
 #pragma unroll
-    for (int c2 = 0; c2 < 64; ++c2) tot[c2] = tot[c2] + acc[c2], acc[c2] = 0.0f;
+    for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + acc[c2], acc[c2] = 0.0f;
   }
   // The last, shorter chunk (in_f % 256): its tiles one at a time, k16 steps at or past in_f skipped.
   if (full_chunks * kTilesPerChunk < k_tiles) {
@@ -180,12 +222,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int s = 0; s < BK / 16; ++s)
         if (s * 16 < live)  // the same chain length in every configuration (warpgroup-uniform)
-          wgmma_m64n128k16(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
+          wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
       wgmma_commit();
       wgmma_wait<0>();
     }
 #pragma unroll
-    for (int c = 0; c < 64; ++c) tot[c] = tot[c] + acc[c];
+    for (int c = 0; c < NACC; ++c) tot[c] = tot[c] + acc[c];
   }
   cp_async_wait<0>();
 
@@ -220,20 +262,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <class TO>
+template <class C, class TO>
 void launch(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
             int64_t in_f, int64_t out_f) {
-  auto kernel = linear_wgmma_kernel<TO>;
+  auto kernel = linear_wgmma_kernel<C, TO>;
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
-    TF_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(C::kSmem)));
   });
-  const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM));
+  const dim3 grid(blocks_for(out_f, C::BN), blocks_for(n, BM));
   TF_CHECK(grid.y <= 65535);
   const bool pair = out_f % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (2 * sizeof(TO)) == 0;
-  kernel<<<grid, kThreads, kSmem, s>>>(x, w, bias, out, static_cast<int>(n), static_cast<int>(in_f),
-                                       static_cast<int>(out_f), pair);
+  kernel<<<grid, kThreads, C::kSmem, s>>>(x, w, bias, out, static_cast<int>(n), static_cast<int>(in_f),
+                                          static_cast<int>(out_f), pair);
   TF_CUDA_LAUNCHED();
 }
 
@@ -255,7 +297,7 @@ bool device_is_sm90() {
 
 }  // namespace
 
-bool launch_linear_tc_wgmma(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
+bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
   const auto* xp = ptr<const bf16_t>(x);
@@ -266,10 +308,22 @@ bool launch_linear_tc_wgmma(cudaStream_t s, const Tensor& x, const Tensor& w, co
       !device_is_sm90())
     return false;
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
-  if (out.dtype == DType::BF16)
-    launch<bf16_t>(s, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
-  else
-    launch<float>(s, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
+  // 10: 128 x 128 blocks, 5 stages (161 KB), one per SM; 11: 128 x 64, 4 stages (97 KB), two per SM
+  // (twice the blocks: fewer idle SMs in a last wave where a call has few 128-column tiles).
+  using Wide = WgCfg<128, 5, 1>;
+  using Narrow = WgCfg<64, 4, 2>;
+  TF_CHECK(which == 10 || which == 11);
+  if (out.dtype == DType::BF16) {
+    if (which == 10)
+      launch<Wide, bf16_t>(s, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
+    else
+      launch<Narrow, bf16_t>(s, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
+  } else {
+    if (which == 10)
+      launch<Wide, float>(s, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
+    else
+      launch<Narrow, float>(s, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
+  }
   return true;
 }
 
