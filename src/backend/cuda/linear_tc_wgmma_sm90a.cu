@@ -1,5 +1,5 @@
-// linear on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): configurations 10 (the
-// default above 128 rows) and 11 of test_hooks::set_cuda_linear_large_config, the same arithmetic as every
+// linear on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): configurations 10 and 11
+// (the default above 128 rows) of test_hooks::set_cuda_linear_large_config, the same arithmetic as every
 // configuration of linear_tc.cu (its top): k in fixed 256-wide chunks, each chunk's partial an f32 chain over
 // its k in increasing 16-wide steps from zero (steps at or past in_f skipped), partials added in chunk order
 // from -0.0f (linear_tc_large.cu, REG), + bias in f32, one rounding. The chain's k16 step rounds as mma.sync
