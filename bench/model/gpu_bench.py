@@ -1,11 +1,12 @@
 """GPU speed of tensorfold's CUDA backend against Transformers on the same GPU, in one run (device machine).
 
-  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full] [--new N] [--only NAME] [--eager]
+  python3 bench/model/gpu_bench.py TENSORFOLD OUT.md [--full [--4b]] [--new N] [--only NAME] [--eager]
 
 Cases: the two bundled demo models on examples/line1.png, and with --full the real LightOnOCR-1B
 (`lighton_ocr`) and Qwen3.5-0.8B shapes (random bf16 weights, built here by tools/reference/checkpoints.py
 with the oracle's tiny tokenizer: the embedding and lm_head keep the real row count) on examples/paragraph.png
-and on full pages (tests/golden/images/page_1540x1190.png for the 1B, page_1583x2048.png for Qwen3.5).
+and on full pages (tests/golden/images/page_1540x1190.png for the 1B, page_1583x2048.png for Qwen3.5);
+--4b adds the Qwen3.5-4B shapes (an ~9 GB checkpoint under /tmp/tf-bench) on the same two images.
 
 Per case, greedy, eos ignored, N new tokens, one request:
 - tensorfold: `ocr CKPT IMAGE --backend cuda --json --max-tokens N --ignore-eos --no-drafts --temperature 0`, best of 3 by
@@ -120,7 +121,8 @@ def main(argv):
     if only:
         cases = [c for c in cases if only in os.path.basename(c[0])]
     if "--full" in argv:
-        full = build_full("/tmp/tf-bench", tuple(s for s in ("lighton-1b", "qwen3_5-0.8b") if not only or only in s))
+        shapes = ("lighton-1b", "qwen3_5-0.8b") + (("qwen3_5-4b",) if "--4b" in argv else ())
+        full = build_full("/tmp/tf-bench", tuple(s for s in shapes if not only or only in s))
         cases += [(p, "examples/paragraph.png") for p in full]
         # The issue's page shapes: a 1190 x 1540 page for the 1B (2,333 prompt tokens), 1583 x 2048 for Qwen3.5.
         pages = {"lighton": "tests/golden/images/page_1540x1190.png", "qwen": "tests/golden/images/page_1583x2048.png"}
