@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # ptx_diff.sh REV [FILE.cu ...]: for a change to CUDA code made without a GPU. Compiles each file (default:
 # every src/backend/cuda/*.cu) to PTX twice, from src/ at git revision REV and from the working tree, with the
-# build's device flags (sm_90, -fmad=false), and says which PTX differs once comments and debug lines are
-# dropped. ptxas turns the same PTX into the same machine code, so a refactor whose PTX is unchanged
+# build's device flags (sm_90, sm_90a for *_sm90a.cu, -fmad=false), and says which PTX differs once comments
+# and debug lines are dropped. ptxas turns the same PTX into the same machine code, so a refactor whose PTX is unchanged
 # computes the same bits and needs no GPU run to show it; a file whose PTX changed does.
 #   tools/cuda_check/ptx_diff.sh HEAD~1 src/backend/cuda/attention_tc.cu
 # "renamed": the PTX differs only in virtual register numbers and labels (same instructions, same order).
+# KEEP=DIR copies the PTX (old/, new/, *.norm with registers renamed) there, to read a difference.
 # Exit status: 0 when every PTX is unchanged or only renamed, 1 when one differs, 2 on a usage or compile error.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,14 +19,15 @@ files=("$@")
 if [ ${#files[@]} -eq 0 ]; then mapfile -t files < <(ls src/backend/cuda/*.cu); fi
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] && cp -r "$tmp" "$KEEP"; rm -rf "$tmp"' EXIT
 # Both versions compile at the same path ($tmp/tree): anonymous namespaces' mangled names hash it.
 compile_all() {  # which (old | new): PTX of every file into $tmp/which/
   mkdir -p "$tmp/$1"
   for f in "${files[@]}"; do
     [ -f "$tmp/tree/$f" ] || continue
-    local out="$tmp/$1/$(basename "$f" .cu).ptx"
-    "$NVCC" -DTF_HAVE_CUDA=1 -I"$tmp/tree/src" -O2 -DNDEBUG -arch=sm_90 -fmad=false --extended-lambda -std=c++20 \
+    local out="$tmp/$1/$(basename "$f" .cu).ptx" arch=sm_90
+    [[ $f == *_sm90a.cu ]] && arch=sm_90a  # built for sm_90a (src/CMakeLists.txt)
+    "$NVCC" -DTF_HAVE_CUDA=1 -I"$tmp/tree/src" -O2 -DNDEBUG -arch=$arch -fmad=false --extended-lambda -std=c++20 \
       -ptx "$tmp/tree/$f" -o "$out" || { echo "ptx_diff: $f does not compile ($1)" >&2; exit 2; }
     grep -v -E '^\s*//|^\s*\.loc|^\s*\.file' "$out" >"$out.clean"
   done

@@ -15,12 +15,13 @@
 //   (warp tiles of 64 x 64; 128 accumulators leave no room for 128 more registers), read and written
 //   only by their own thread, once per 256 of k.
 // - Epilogue: bias, then the two adjacent columns of a fragment stored as one 4-byte (bf16) or 8-byte
-//   (f32) store where out_f is even.
+//   (f32) store where out_f is even (linear_epilogue.cuh).
 // Only the 16-byte copy path (in_f % 8 == 0, 16-byte aligned x and w): elsewhere the caller runs config 0.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_epilogue.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
 
@@ -217,30 +218,8 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
         const float4 s = smem_tot[(a * NT + b) * C::kThreads + tid];
         v[0] = s.x, v[1] = s.y, v[2] = s.z, v[3] = s.w;
       }
-      const int j = j0 + wn * WN + b * 8 + 2 * t;
-      if (j >= out_f) continue;
-      const bool j1 = j + 1 < out_f;
-      if (bias) {
-        const float b0 = to_f(bias[j]), b1 = j1 ? to_f(bias[j + 1]) : 0.0f;
-        v[0] += b0, v[2] += b0, v[1] += b1, v[3] += b1;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = i0 + wm * WM + a * 16 + g + h * 8;
-        if (i >= n) continue;
-        TO* o = out + static_cast<int64_t>(i) * out_f + j;
-        if (pair_store && j1) {
-          if constexpr (sizeof(TO) == 2) {
-            const uint32_t lo = f2bf(v[2 * h]), hi = f2bf(v[2 * h + 1]);
-            *reinterpret_cast<uint32_t*>(o) = lo | (hi << 16);
-          } else {
-            *reinterpret_cast<float2*>(o) = make_float2(v[2 * h], v[2 * h + 1]);
-          }
-        } else {
-          o[0] = from_f<TO>(v[2 * h]);
-          if (j1) o[1] = from_f<TO>(v[2 * h + 1]);
-        }
-      }
+      store_fragment(out, bias, v, i0 + wm * WM + a * 16 + g, j0 + wn * WN + b * 8 + 2 * t, n, out_f,
+                     pair_store);
     }
 }
 

@@ -21,6 +21,7 @@
 // (src/CMakeLists.txt: *_sm90a.cu), used only on devices of compute capability 9.0.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_epilogue.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
 
@@ -235,30 +236,7 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
 #pragma unroll
   for (int q = 0; q < BN / 8; ++q) {
     float v[4] = {tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]};
-    const int j = j0 + q * 8 + 2 * t;
-    if (j >= out_f) continue;
-    const bool j1 = j + 1 < out_f;
-    if (bias) {
-      const float b0 = to_f(bias[j]), b1 = j1 ? to_f(bias[j + 1]) : 0.0f;
-      v[0] += b0, v[2] += b0, v[1] += b1, v[3] += b1;
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = row0 + h * 8;
-      if (i >= n) continue;
-      TO* o = out + static_cast<int64_t>(i) * out_f + j;
-      if (pair_store && j1) {
-        if constexpr (sizeof(TO) == 2) {
-          const uint32_t lo = f2bf(v[2 * h]), hi = f2bf(v[2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(o) = lo | (hi << 16);
-        } else {
-          *reinterpret_cast<float2*>(o) = make_float2(v[2 * h], v[2 * h + 1]);
-        }
-      } else {
-        o[0] = from_f<TO>(v[2 * h]);
-        if (j1) o[1] = from_f<TO>(v[2 * h + 1]);
-      }
-    }
+    store_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
   }
 }
 
