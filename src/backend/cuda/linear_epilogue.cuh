@@ -10,8 +10,8 @@
 namespace tf::cuda {
 
 template <class TO>
-__device__ __forceinline__ void store_fragment(TO* __restrict__ out, const bf16_t* __restrict__ bias, float (&v)[4],
-                                               int i, int j, int n, int out_f, bool pair) {
+__device__ __forceinline__ void store_fragment(TO* __restrict__ out, const bf16_t* __restrict__ bias,
+                                               float (&v)[4], int i, int j, int n, int out_f, bool pair) {
   if (j >= out_f) return;
   const bool j1 = j + 1 < out_f;
   if (bias) {
