@@ -24,8 +24,7 @@
 #include "backend/cuda/linear_epilogue.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
-
-#include <atomic>
+#include "backend/cuda/wgmma.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -34,6 +33,8 @@ using mma::cp_async16;
 using mma::cp_async_commit;
 using mma::cp_async_wait;
 using mma::smem_addr;
+using wgmma::desc_sw128;
+using wgmma::fence_async_shared;
 
 constexpr int kChunk = 256;  // the contract's k chunk (linear_tc.cu)
 constexpr int BM = 128, BK = 64, kThreads = 256;
@@ -51,27 +52,6 @@ struct WgCfg {
   static_assert(BN % kRowsPerPass == 0 && (kStageElems * 2) % 1024 == 0 && STAGES >= 3);
   static_assert(kSmem <= 232448, "more than a block's shared memory");
 };
-
-// Shared-memory matrix descriptor: K-major operand, 128-byte swizzle, 8-row groups 1024 bytes apart
-// (PTX ISA, "Matrix Descriptor Format": start >> 4 in bits 0-13, leading offset >> 4 in 16-29 (unused for
-// a swizzled K-major operand: 1), stride offset >> 4 in 32-45, swizzle mode in 62-63: 1 = 128 bytes).
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
-  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy.
-__device__ __forceinline__ void fence_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 // d[64] += A (64 x 16, descriptor a) · B (16 x 128, descriptor b); d laid out as mma.sync's C fragments:
 // d[4q .. 4q + 1] row lane / 4, columns 8q + 2 (lane % 4) + {0, 1}; d[4q + 2 .. 4q + 3] row lane / 4 + 8
@@ -201,14 +181,14 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
     for (int t = 0; t < kTilesPerChunk; ++t) {
       uint32_t a0, b0;
       begin_tile(c * kTilesPerChunk + t, a0, b0);
-      wgmma_fence();
+      wgmma::fence();
 #pragma unroll
       for (int s = 0; s < BK / 16; ++s) wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
-      wgmma_commit();
+      wgmma::commit();
       if (t + 1 < kTilesPerChunk)
-        wgmma_wait<1>();  // tile kt - 1's group done
+        wgmma::wait<1>();  // tile kt - 1's group done
       else
-        wgmma_wait<0>();
+        wgmma::wait<0>();
     }
 #pragma unroll
     for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + acc[c2], acc[c2] = 0.0f;
@@ -219,13 +199,13 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
       uint32_t a0, b0;
       begin_tile(kt, a0, b0);
       const int live = in_f - kt * BK;  // k left from this tile's start
-      wgmma_fence();
+      wgmma::fence();
 #pragma unroll
       for (int s = 0; s < BK / 16; ++s)
         if (s * 16 < live)  // the same chain length in every configuration (warpgroup-uniform)
           wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
-      wgmma_commit();
-      wgmma_wait<0>();
+      wgmma::commit();
+      wgmma::wait<0>();
     }
 #pragma unroll
     for (int c = 0; c < NACC; ++c) tot[c] = tot[c] + acc[c];
@@ -257,22 +237,6 @@ void launch(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias
   TF_CUDA_LAUNCHED();
 }
 
-// Compute capability 9.0 (the only devices sm_90a code runs on), per device.
-bool device_is_sm90() {
-  static std::atomic<uint64_t> known{0}, yes{0};
-  int dev = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(known.load(std::memory_order_acquire) & bit)) {
-    int major = 0, minor = 0;
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major == 9 && minor == 0) yes.fetch_or(bit, std::memory_order_acq_rel);
-    known.fetch_or(bit, std::memory_order_acq_rel);
-  }
-  return (yes.load(std::memory_order_acquire) & bit) != 0;
-}
-
 }  // namespace
 
 bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
@@ -283,7 +247,7 @@ bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Te
   const bool vec =
       in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
   if (!vec || n >= (int64_t{1} << 30) || in_f >= (int64_t{1} << 30) || out_f >= (int64_t{1} << 30) ||
-      !device_is_sm90())
+      !wgmma::device_is_sm90())
     return false;
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
   // 10: 128 x 128 blocks, 5 stages (161 KB), one per SM; 11: 128 x 64, 4 stages (97 KB), two per SM

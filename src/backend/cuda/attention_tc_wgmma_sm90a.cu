@@ -1,0 +1,280 @@
+// Variant 5 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu lists the
+// others): the wide kernel's rows and statements with both matrix products on Hopper's warpgroup instruction
+// (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention over thousands of
+// patches). NOT YET RUN ON A GPU: written after the tenth session's device time; the contract
+// (CudaContract.AttentionVariants: every variant against variant 0, bit for bit) decides.
+//
+// Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
+// - S = q · k over d in 16-wide steps from zero: wgmma m64n64k16, A = the warp's q fragments in registers
+//   (the mma.m16n8k16 A layout, loaded once by ldmatrix as the wide kernel does), B = the K tile read by
+//   descriptor; the accumulators' layout is mma.sync's C layout (s[b][c]: keys 8b + 2t + c % 2, rows g,
+//   g + 8 of the warp's 16), so the scale / mask / online-softmax statements are the wide kernel's.
+// - acc += P · V over the tile's keys in increasing 16s: wgmma m64n64k16, A = P as registers (the pf
+//   fragments online_softmax packs, mma.sync's A layout), B = the V tile read by descriptor, transposed
+//   (keys are B's k, stored as rows of d: the MN-major form).
+// Whether wgmma's k16 step rounds as mma.sync's (16 products and the running f32 sum per element) is what the
+// wgmma linear (linear_tc_wgmma_sm90a.cu) showed equal on the H200 for every shape of its contract.
+// Differences from variant 1 (128 rows, 8 warps = 2 warpgroups, 3 stages) in the staging only:
+// - K/V tiles unpadded, 64 bf16 (128 bytes) per key, in the 128-byte swizzle wgmma's descriptors read
+//   (16-byte chunk c of key row r at chunk c ^ (r % 8), tiles 1024-byte aligned);
+// - no warp skips a tile (the instruction is the warpgroup's): a tile with no live key for a row leaves its
+//   m, l and acc bit for bit unchanged (s = -inf, alpha = 1, p = 0), which is what skipping gives.
+// Shapes: q [n_q, heads, d], k/v [n_k, kv_heads, d] (paged: the block pool), key_ranges [n_q, 2], out
+// [n_q, heads, d], bf16 but the ranges (i32); d <= 64, padded to 64 with zeros.
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/attention_split.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/once_per_device.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace tf::cuda {
+namespace {
+
+using namespace mma;
+using wgmma::desc_sw128;
+using wgmma::fence_async_shared;
+
+constexpr int DP = 64, BN = 64, WARPS = 8, STAGES = 3, kThreads = 32 * WARPS, BM = 16 * WARPS;
+constexpr int NS = BN / 8, NO = DP / 8, KD = DP / 16;
+constexpr int kQLd = DP + 8;                   // q rows padded (ldmatrix, once)
+constexpr int kTileElems = BN * DP;            // one K or V tile: 64 keys x 64, 8 KB (1024-byte multiple)
+constexpr size_t kQBytes = size_t{BM} * kQLd * sizeof(bf16_t);
+constexpr size_t kKvOffset = (kQBytes + 1023) / 1024 * 1024;  // K, V rings from a 1024-byte boundary
+constexpr size_t kKvBytes = size_t{2} * STAGES * kTileElems * sizeof(bf16_t);
+constexpr size_t kSmem = kKvOffset + kKvBytes + 1024;  // + alignment slack
+constexpr size_t kFoldSmem = kSmem + size_t{kThreads} * NO * 4 * sizeof(float);
+
+// d[8][4] += A (the warpgroup's 64 x 16, each warp's 16 rows in registers a) · B (16 x 64 by descriptor b;
+// TRANS_B 0: B stored as its 64 n rows, k contiguous (K-major: the K tile); 1: as its 16 k rows, n contiguous
+// (MN-major: the V tile)).
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TRANS_B));
+#else
+  __trap();  // built for sm_90a only (the caller checks the device)
+#endif
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
+                           const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
+                           bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                           const int32_t* __restrict__ tables, int max_blocks, const int32_t* __restrict__ seg_rows,
+                           int n_seg, int split_tiles, bool folding) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);  // 1024-byte aligned shared address
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                    // [BM][kQLd]
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);        // [STAGES][BN][64] swizzled
+  bf16_t* vs = ks + STAGES * kTileElems;                           // [STAGES][BN][64] swizzled
+  float* os = reinterpret_cast<float*>(base + kKvOffset + kKvBytes);  // folding: [NO][4][kThreads]
+  __shared__ int rb[BM], re[BM], pass_b, pass_e;
+  __shared__ int64_t tile_i0;
+  __shared__ int tile_rows, tile_seg;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int h = blockIdx.y, kh = h / (heads / kv_heads);
+  const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
+  if (threadIdx.x == 0) attn::find_piece(blockIdx.x, BM, n_q, seg_rows, n_seg, tile_i0, tile_rows, tile_seg);
+  __syncthreads();
+  const int64_t i0 = tile_i0;
+  const int n_rows = tile_rows;
+  if (n_rows == 0) return;  // the whole block: a grid bound past the last piece
+  const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
+
+  for (int c = threadIdx.x; c < BM * (DP / 8); c += kThreads) {
+    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+    const bool ok = r < n_rows && dc < d;
+    cp_async16(qs + r * kQLd + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+  }
+  cp_async_commit();
+  for (int r = threadIdx.x; r < BM; r += kThreads) {
+    const bool ok = r < n_rows;
+    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qf[KD][4];  // the warp's rows warp * 16 .. + 15 (the warpgroup's rows 16 (warp % 4) ..)
+#pragma unroll
+  for (int kd = 0; kd < KD; ++kd)
+    ldmatrix_x4(qf[kd], qs + (warp * 16 + lane % 16) * kQLd + kd * 16 + (lane / 16) * 8);
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[NO][4];
+#pragma unroll
+  for (int a = 0; a < NO; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[a][c] = 0.0f;
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};  // folding: the rows' running result
+  auto fold = [&] { attn::fold_fragment<NO>(M, L, m, l, acc, os + threadIdx.x, kThreads); };
+
+  auto load_kv = [&](int buf, int64_t j0, int64_t e) {
+    bf16_t* kd = ks + buf * kTileElems;
+    bf16_t* vd = vs + buf * kTileElems;
+    for (int c = threadIdx.x; c < BN * (DP / 8); c += kThreads) {
+      const int r = c / (DP / 8), ch = c % (DP / 8), dc = ch * 8;
+      const int64_t j = j0 + r;  // logical key; its row in k/v (through the block table when paged)
+      const int64_t row =
+          table && j < e ? static_cast<int64_t>(table[j / kKvBlock]) * kKvBlock + j % kKvBlock : j;
+      const bool ok = j < e && row < n_k && dc < d;
+      const int64_t off = row * kv_stride + static_cast<int64_t>(kh) * d + dc;
+      const int dst = r * DP + (ch ^ (r % 8)) * 8;  // the 128-byte swizzle
+      cp_async16(kd + dst, ok ? k + off : k, ok);
+      cp_async16(vd + dst, ok ? v + off : v, ok);
+    }
+  };
+  const uint32_t ks_addr = smem_addr(ks), vs_addr = smem_addr(vs);
+
+  int prev_b = INT_MIN;
+  for (;;) {
+    __syncthreads();  // every warp is done with the previous pass's tiles (and rb/re are written)
+    if (threadIdx.x == 0) attn::next_pass(rb, re, BM, prev_b, pass_b, pass_e);
+    __syncthreads();
+    const int pb = pass_b, pe = pass_e;
+    if (pb == INT_MAX) break;
+    prev_b = pb;
+    bool in[2];
+    int e[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = warp * 16 + g + rr * 8;
+      in[rr] = rb[r] == pb;
+      e[rr] = re[r];
+    }
+    const int n_tiles = (pe - pb + BN - 1) / BN;
+    if (n_tiles <= 0) continue;
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (st < n_tiles) load_kv(st, pb + static_cast<int64_t>(st) * BN, pe);
+      cp_async_commit();
+    }
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
+      cp_async_wait<STAGES - 2>();
+      fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
+      __syncthreads();       // tile ti landed for every thread; slot (ti - 1) % STAGES is no longer read
+      {
+        const int nx = ti + STAGES - 1;
+        if (nx < n_tiles) load_kv(nx % STAGES, pb + static_cast<int64_t>(nx) * BN, pe);
+        cp_async_commit();
+      }
+      if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
+      bool full = true;
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) full = full && in[rr] && j0 + BN <= e[rr];
+      const uint32_t kt = ks_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
+      const uint32_t vt = vs_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
+
+      float s[NS][4];
+#pragma unroll
+      for (int b = 0; b < NS; ++b)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
+      wgmma::fence();
+#pragma unroll
+      for (int kd = 0; kd < KD; ++kd) wgmma_rs<0>(s, qf[kd], desc_sw128<false>(kt + kd * 32));
+      wgmma::commit();
+      wgmma::wait<0>();
+
+      uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
+      float tmax[2] = {-INFINITY, -INFINITY};
+      if (full) {  // every key of the tile is live for both rows: the masked path's s * scale
+#pragma unroll
+        for (int b = 0; b < NS; ++b)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            s[b][c] = s[b][c] * scale;
+            tmax[c >= 2] = fmaxf(tmax[c >= 2], s[b][c]);
+          }
+      } else {
+#pragma unroll
+        for (int b = 0; b < NS; ++b)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int j = static_cast<int>(j0) + b * 8 + 2 * t + c % 2;  // < pe + 64: fits (ranges are i32)
+            const bool hi = c >= 2;
+            const bool ok = hi ? (in[1] && j < e[1]) : (in[0] && j < e[0]);
+            s[b][c] = ok ? s[b][c] * scale : -INFINITY;
+            tmax[hi] = fmaxf(tmax[hi], s[b][c]);
+          }
+      }
+      float alpha[2];
+      attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
+#pragma unroll
+      for (int a = 0; a < NO; ++a) {
+        acc[a][0] *= alpha[0];
+        acc[a][1] *= alpha[0];
+        acc[a][2] *= alpha[1];
+        acc[a][3] *= alpha[1];
+      }
+      // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
+      wgmma::commit();
+      wgmma::wait<0>();
+    }
+    if (folding) fold();  // the pass's last split
+  }
+  cp_async_wait<0>();
+
+  // out = rnd(acc / l), the columns below d of rows below n_q.
+#pragma unroll
+  for (int a = 0; a < NO; ++a)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int rr = c / 2;
+      const int r = warp * 16 + g + rr * 8;
+      const int64_t i = i0 + r;
+      const int col = a * 8 + 2 * t + c % 2;
+      if (r >= n_rows || col >= d) continue;
+      float val;
+      if (folding)
+        val = L[rr] > 0.0f ? os[(a * 4 + c) * kThreads + threadIdx.x] / L[rr] : 0.0f;
+      else
+        val = l[rr] > 0.0f ? acc[a][c] / l[rr] : 0.0f;
+      out[(i * heads + h) * d + col] = f2bf(val);
+    }
+}
+
+}  // namespace
+
+bool launch_attention_tc_wgmma(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& key_ranges, float scale, const Tensor& out, const AttentionPaging& pg,
+                               int split) {
+  const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
+  const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
+  if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
+  auto kernel = attention_wgmma_kernel;
+  static OncePerDevice attr;  // the limit is per device
+  attr.run([&](int) {
+    TF_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFoldSmem)));
+  });
+  const bool folding = split > 0;
+  const int64_t tiles = blocks_for(n_q, BM) + (pg.seg_rows ? pg.n_seg : 0);
+  TF_CHECK(tiles < (int64_t{1} << 31) && heads <= 65535);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads));
+  kernel<<<grid, kThreads, folding ? kFoldSmem : kSmem, s>>>(
+      ptr<const bf16_t>(q), ptr<const bf16_t>(k), ptr<const bf16_t>(v), ptr<const int32_t>(key_ranges), scale,
+      ptr<bf16_t>(out), n_q, n_k, static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(d),
+      pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg, folding ? split / BN : INT_MAX, folding);
+  TF_CUDA_LAUNCHED();
+  return true;
+}
+
+}  // namespace tf::cuda
