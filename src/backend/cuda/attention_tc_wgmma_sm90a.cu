@@ -40,8 +40,8 @@ using wgmma::fence_async_shared;
 
 constexpr int DP = 64, BN = 64, WARPS = 8, STAGES = 3, kThreads = 32 * WARPS, BM = 16 * WARPS;
 constexpr int NS = BN / 8, NO = DP / 8, KD = DP / 16;
-constexpr int kQLd = DP + 8;                   // q rows padded (ldmatrix, once)
-constexpr int kTileElems = BN * DP;            // one K or V tile: 64 keys x 64, 8 KB (1024-byte multiple)
+constexpr int kQLd = DP + 8;         // q rows padded (ldmatrix, once)
+constexpr int kTileElems = BN * DP;  // one K or V tile: 64 keys x 64, 8 KB (1024-byte multiple)
 constexpr size_t kQBytes = size_t{BM} * kQLd * sizeof(bf16_t);
 constexpr size_t kKvOffset = (kQBytes + 1023) / 1024 * 1024;  // K, V rings from a 1024-byte boundary
 constexpr size_t kKvBytes = size_t{2} * STAGES * kTileElems * sizeof(bf16_t);
@@ -60,10 +60,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TRANS_B));
 #else
   __trap();  // built for sm_90a only (the caller checks the device)
@@ -74,14 +76,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
-                           const int32_t* __restrict__ tables, int max_blocks, const int32_t* __restrict__ seg_rows,
-                           int n_seg, int split_tiles, bool folding) {
+                           const int32_t* __restrict__ tables, int max_blocks,
+                           const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);  // 1024-byte aligned shared address
-  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                    // [BM][kQLd]
-  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);        // [STAGES][BN][64] swizzled
-  bf16_t* vs = ks + STAGES * kTileElems;                           // [STAGES][BN][64] swizzled
+  unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);      // 1024-byte aligned shared address
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                       // [BM][kQLd]
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);           // [STAGES][BN][64] swizzled
+  bf16_t* vs = ks + STAGES * kTileElems;                              // [STAGES][BN][64] swizzled
   float* os = reinterpret_cast<float*>(base + kKvOffset + kKvBytes);  // folding: [NO][4][kThreads]
   __shared__ int rb[BM], re[BM], pass_b, pass_e;
   __shared__ int64_t tile_i0;
@@ -254,16 +256,16 @@ __global__ void __launch_bounds__(kThreads, 2)
 }  // namespace
 
 bool launch_attention_tc_wgmma(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor& key_ranges, float scale, const Tensor& out, const AttentionPaging& pg,
-                               int split) {
+                               const Tensor& key_ranges, float scale, const Tensor& out,
+                               const AttentionPaging& pg, int split) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
   if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
   auto kernel = attention_wgmma_kernel;
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
-    TF_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFoldSmem)));
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kFoldSmem)));
   });
   const bool folding = split > 0;
   const int64_t tiles = blocks_for(n_q, BM) + (pg.seg_rows ? pg.n_seg : 0);

@@ -253,6 +253,7 @@ void launch_large(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t
 //      (twice the blocks of 128 x 128: fewer idle SMs in the last wave of the 2,333-row prefill)
 //  10: 128 x 128, BK 64, 5 stages, 2 warpgroups of wgmma m64 x n128 (linear_tc_wgmma_sm90a.cu; 161 KB)
 //  11: 128 x 64,  BK 64, 4 stages, 2 warpgroups of wgmma m64 x n64 (the same file; 97 KB, 2 blocks)
+//  12, 13: 10 and 11 with two accumulator sets taking chunks in turn (13: 6 stages, 1 block; not yet run)
 //  (10 and 11 where the device is compute capability 9.0, else 7: the same bits)
 using Cand2 = LargeCfg<128, 128, 64, 64, 32, 3, true, 1>;
 using Cand3 = LargeCfg<128, 128, 32, 64, 64, 3, false, 2>;
@@ -263,12 +264,12 @@ using Cand7 = LargeCfg<128, 64, 64, 64, 32, 4, true, 2>;
 using Cand8 = LargeCfg<128, 128, 32, 64, 32, 4, true, 1>;
 using Cand9 = LargeCfg<64, 128, 64, 32, 64, 3, true, 2>;
 
-constexpr const char* kNames[] = {"128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem",
-                                  "128x256 k32 s4 8w 64x64 smem", "256x128 k32 s4 8w 64x64 smem",
-                                  "128x128 k64 s4 4w 64x64 smem", "128x64 k64 s4 4w 64x32 reg",
-                                  "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg",
-                                  "128x128 k64 s5 2wg wgmma reg", "128x64 k64 s4 2wg wgmma reg"};
-constexpr int kWgmmaFirst = 10;  // 10, 11: launched by linear_tc_wgmma_sm90a.cu
+constexpr const char* kNames[] = {
+    "128x128 k64 s3 8w 64x32 reg",  "128x128 k32 s3 4w 64x64 smem",  "128x256 k32 s4 8w 64x64 smem",
+    "256x128 k32 s4 8w 64x64 smem", "128x128 k64 s4 4w 64x64 smem",  "128x64 k64 s4 4w 64x32 reg",
+    "128x128 k32 s4 8w 64x32 reg",  "64x128 k64 s3 4w 32x64 reg",    "128x128 k64 s5 2wg wgmma reg",
+    "128x64 k64 s4 2wg wgmma reg",  "128x128 k64 s5 2wg wgmma 2acc", "128x64 k64 s6 2wg wgmma 2acc"};
+constexpr int kWgmmaFirst = 10;  // 10 .. 13: launched by linear_tc_wgmma_sm90a.cu
 constexpr int kMmaFallback = 7;  // where they do not apply: the fastest mma.sync form (the same bits)
 
 template <class TO>

@@ -41,10 +41,13 @@ constexpr int BM = 128, BK = 64, kThreads = 256;
 constexpr int kRowsPerPass = kThreads / (BK / 8);  // 32 rows per pass of the block's 16-byte copies
 static_assert(kChunk % BK == 0 && kRowsPerPass % 8 == 0);
 
-// BN output columns per block (wgmma m64nBNk16 per warpgroup), STAGES-deep ring, MINB blocks per SM.
-template <int BN_, int STAGES_, int MINB_>
+// BN output columns per block (wgmma m64nBNk16 per warpgroup), STAGES-deep ring, MINB blocks per SM; PIPE:
+// two accumulator sets taking whole chunks in turn, so a chunk's end does not drain the wgmma pipe (its sum
+// is added once the next chunk's first group is in flight).
+template <int BN_, int STAGES_, int MINB_, bool PIPE_ = false>
 struct WgCfg {
   static constexpr int BN = BN_, STAGES = STAGES_, MINB = MINB_;
+  static constexpr bool PIPE = PIPE_;
   static constexpr int kAElems = BM * BK, kStageElems = (BM + BN) * BK;  // A then B; 1024-byte multiples
   static constexpr int kAPasses = BM / kRowsPerPass, kBPasses = BN / kRowsPerPass;
   static constexpr int kAcc = BN / 2;  // f32 accumulators per thread (m64 x BN over 128 threads)
@@ -172,27 +175,68 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   for (int c = 0; c < NACC; ++c)
     acc[c] = 0.0f, tot[c] = -0.0f;  // -0: the exact identity (linear_tc_large.cu)
 
-  // Whole chunks: four full tiles each, one wgmma group in flight across tiles, all done at the chunk's
-  // end (straight-line code between the chunk loop's iterations).
+  // Whole chunks: four full tiles each, one wgmma group in flight across tiles (straight-line code between
+  // the chunk loop's iterations, else ptxas waits for the groups at every merge).
   constexpr int kTilesPerChunk = kChunk / BK;
   const int full_chunks = in_f / kChunk;
-  for (int c = 0; c < full_chunks; ++c) {
+  // PIPE: chunk c's tiles into acc (c even) or acc2 (c odd); once its first group is queued, the previous
+  // chunk's sum (the other set, whose groups are then done) is added to tot in chunk order and that set
+  // starts again from zero. A macro, not a lambda: nvcc 13.0's front end crashes (segmentation fault) on a
+  // lambda here that takes the accumulator arrays by reference.
+  float acc2[NACC];
 #pragma unroll
-    for (int t = 0; t < kTilesPerChunk; ++t) {
-      uint32_t a0, b0;
-      begin_tile(c * kTilesPerChunk + t, a0, b0);
-      wgmma::fence();
-#pragma unroll
-      for (int s = 0; s < BK / 16; ++s) wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
-      wgmma::commit();
-      if (t + 1 < kTilesPerChunk)
-        wgmma::wait<1>();  // tile kt - 1's group done
-      else
-        wgmma::wait<0>();
-    }
-#pragma unroll
-    for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + acc[c2], acc[c2] = 0.0f;
+  for (int c = 0; c < NACC; ++c) acc2[c] = 0.0f;
+#define TF_WGMMA_PIPE_CHUNK(c, A, PREV, ADD)                                                             \
+  _Pragma("unroll") for (int t = 0; t < kTilesPerChunk; ++t) {                                           \
+    uint32_t a0, b0;                                                                                     \
+    begin_tile((c)*kTilesPerChunk + t, a0, b0);                                                          \
+    wgmma::fence();                                                                                      \
+    _Pragma("unroll") for (int s = 0; s < BK / 16; ++s)                                                  \
+        wgmma_k16<BN>(A, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));                              \
+    wgmma::commit();                                                                                     \
+    wgmma::wait<1>(); /* every group but this tile's done */                                             \
+    if (ADD && t == 0) {                                                                                 \
+      _Pragma("unroll") for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + PREV[c2], PREV[c2] = 0.0f; \
+    }                                                                                                    \
   }
+  if constexpr (C::PIPE) {
+    if (full_chunks > 0) {
+      TF_WGMMA_PIPE_CHUNK(0, acc, acc2, false)
+      int c = 1;
+      for (; c + 1 < full_chunks; c += 2) {
+        TF_WGMMA_PIPE_CHUNK(c, acc2, acc, true)
+        TF_WGMMA_PIPE_CHUNK(c + 1, acc, acc2, true)
+      }
+      if (c < full_chunks) {
+        TF_WGMMA_PIPE_CHUNK(c, acc2, acc, true)
+      }
+      wgmma::wait<0>();
+      // The last whole chunk's sum: in acc2 where full_chunks is even, in acc where odd (the other is zero).
+      const bool even = full_chunks % 2 == 0;
+#pragma unroll
+      for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + (even ? acc2[c2] : acc[c2]), acc[c2] = 0.0f;
+    }
+  } else {
+    for (int c = 0; c < full_chunks; ++c) {
+#pragma unroll
+      for (int t = 0; t < kTilesPerChunk; ++t) {
+        uint32_t a0, b0;
+        begin_tile(c * kTilesPerChunk + t, a0, b0);
+        wgmma::fence();
+#pragma unroll
+        for (int s = 0; s < BK / 16; ++s)
+          wgmma_k16<BN>(acc, desc_sw128(a0 + s * 32), desc_sw128(b0 + s * 32));
+        wgmma::commit();
+        if (t + 1 < kTilesPerChunk)
+          wgmma::wait<1>();  // tile kt - 1's group done
+        else
+          wgmma::wait<0>();
+      }
+#pragma unroll
+      for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + acc[c2], acc[c2] = 0.0f;
+    }
+  }
+#undef TF_WGMMA_PIPE_CHUNK
   // The last, shorter chunk (in_f % 256): its tiles one at a time, k16 steps at or past in_f skipped.
   if (full_chunks * kTilesPerChunk < k_tiles) {
     for (int kt = full_chunks * kTilesPerChunk; kt < k_tiles; ++kt) {
@@ -237,6 +281,27 @@ void launch(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias
   TF_CUDA_LAUNCHED();
 }
 
+// 10: 128 x 128 blocks, 5 stages (161 KB), one per SM; 11: 128 x 64, 4 stages (97 KB), two per SM (twice the
+// blocks: fewer idle SMs in a last wave where a call has few 128-column tiles); 12 and 13: 10 and 11 with the
+// two accumulator sets (PIPE; 13 one block per SM with 6 stages, its registers past two blocks' share).
+// 12 and 13 have not run on a GPU yet (tenth session: written after its device time).
+template <class TO>
+void run(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* b, TO* o, int64_t n,
+         int64_t in_f, int64_t out_f) {
+  switch (which) {
+    case 10:
+      return launch<WgCfg<128, 5, 1>, TO>(s, x, w, b, o, n, in_f, out_f);
+    case 11:
+      return launch<WgCfg<64, 4, 2>, TO>(s, x, w, b, o, n, in_f, out_f);
+    case 12:
+      return launch<WgCfg<128, 5, 1, true>, TO>(s, x, w, b, o, n, in_f, out_f);
+    case 13:
+      return launch<WgCfg<64, 6, 1, true>, TO>(s, x, w, b, o, n, in_f, out_f);
+    default:
+      TF_CHECK(false && "unknown wgmma linear configuration");
+  }
+}
+
 }  // namespace
 
 bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
@@ -250,22 +315,10 @@ bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Te
       !wgmma::device_is_sm90())
     return false;
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
-  // 10: 128 x 128 blocks, 5 stages (161 KB), one per SM; 11: 128 x 64, 4 stages (97 KB), two per SM
-  // (twice the blocks: fewer idle SMs in a last wave where a call has few 128-column tiles).
-  using Wide = WgCfg<128, 5, 1>;
-  using Narrow = WgCfg<64, 4, 2>;
-  TF_CHECK(which == 10 || which == 11);
-  if (out.dtype == DType::BF16) {
-    if (which == 10)
-      launch<Wide, bf16_t>(s, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
-    else
-      launch<Narrow, bf16_t>(s, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
-  } else {
-    if (which == 10)
-      launch<Wide, float>(s, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
-    else
-      launch<Narrow, float>(s, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
-  }
+  if (out.dtype == DType::BF16)
+    run<bf16_t>(s, which, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
+  else
+    run<float>(s, which, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
   return true;
 }
 

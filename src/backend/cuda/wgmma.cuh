@@ -19,11 +19,11 @@ namespace tf::cuda::wgmma {
 
 // Shared-memory matrix descriptor for a 128-byte-swizzled operand whose tiles start at 1024-byte shared
 // addresses (16-byte chunk c of 128-byte row r at chunk c ^ (r % 8)); 8-row groups 1024 bytes apart (the
-// stride offset, bits 32-45). PTX ISA "Matrix Descriptor Format": start >> 4 in bits 0-13, leading offset >> 4
-// in 16-29, stride offset >> 4 in 32-45, swizzle mode in 62-63 (1: 128 bytes). K-major (rows along m or n,
-// k contiguous): the leading offset is unused (16). MN-major with n one swizzle atom (64 bf16) wide (rows along
-// k, n contiguous): 8-row groups along k are 1024 bytes apart and the offset between atoms along n is never
-// used, so both offsets say 1024.
+// stride offset, bits 32-45). PTX ISA "Matrix Descriptor Format": start >> 4 in bits 0-13, leading offset >>
+// 4 in 16-29, stride offset >> 4 in 32-45, swizzle mode in 62-63 (1: 128 bytes). K-major (rows along m or n,
+// k contiguous): the leading offset is unused (16). MN-major with n one swizzle atom (64 bf16) wide (rows
+// along k, n contiguous): 8-row groups along k are 1024 bytes apart and the offset between atoms along n is
+// never used, so both offsets say 1024.
 template <bool MN_MAJOR = false>
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr) {
   constexpr uint64_t lbo = MN_MAJOR ? 1024 >> 4 : 1;
