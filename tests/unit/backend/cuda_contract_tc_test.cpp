@@ -228,7 +228,8 @@ TEST_F(CudaContract, BatchInvarianceLinearRowCounts) {
 // block (129, 257, 300, 777), out_f odd (131: single stores) and not a multiple of 64, in_f below one
 // chunk (200: one partial k tile), not a multiple of 64 or 16 (1000: a partial tile ending in a
 // zero-padded 16-step), twelve chunks with a partial one (3000), odd (1001: no 16-byte copies, so the
-// candidates fall back to config 0), and bias or none.
+// candidates fall back to config 0), and bias or none; two whole chunks (512) and one whole chunk and a
+// partial one (320) for the wgmma candidates that alternate accumulator sets by chunk.
 TEST_F(CudaContract, BatchInvarianceLinearLargeConfigs) {
   struct Restore {
     ~Restore() { test_hooks::set_cuda_linear_large_config(test_hooks::cuda_linear_large_default()); }
@@ -242,7 +243,7 @@ TEST_F(CudaContract, BatchInvarianceLinearLargeConfigs) {
   uint32_t seed = 90;
   for (const Case c : {Case{300, 1024, 4096, false}, Case{777, 4096, 1000, true}, Case{129, 1001, 72, false},
                        Case{2333, 1024, 1024, false}, Case{257, 1000, 131, true}, Case{400, 200, 264, true},
-                       Case{1000, 3000, 520, false}}) {
+                       Case{1000, 3000, 520, false}, Case{300, 512, 200, true}, Case{257, 320, 136, false}}) {
     Buffer x = randn(kBF16, {c.n, c.in_f}, seed++), w = randn(kBF16, {c.out_f, c.in_f}, seed++, 0.03f),
            b = randn(kBF16, {c.out_f}, seed++);
     const Buffer* bp = c.bias ? &b : nullptr;
