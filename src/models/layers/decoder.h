@@ -12,15 +12,14 @@
 
 namespace tf {
 
-// out = down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU with kSilu); gate and up are [n, intermediate]
-// scratch (gate is reused for the product: act_mul materialises act(gate), then rounds the product).
-inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_proj, const Tensor& up_proj,
-                      const Tensor& down_proj, ActKind act, const Tensor& gate, const Tensor& up,
-                      const Tensor& out) {
-  b.linear(x, gate_proj, nullptr, gate);
-  b.linear(x, up_proj, nullptr, up);
-  b.act_mul(gate, up, act, gate);
-  b.linear(gate, down_proj, nullptr, out);
+// out = down_proj(act(gate_proj(x)) * up_proj(x)) (SwiGLU with kSilu), gate_up_proj [2 intermediate, hidden]
+// the two projections stacked at load (one linear: each output element is the same dot product), gu
+// [n, 2 intermediate] and mid [n, intermediate] scratch (glu is act_mul over gu's halves, bit for bit).
+inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_up_proj, const Tensor& down_proj,
+                      ActKind act, const Tensor& gu, const Tensor& mid, const Tensor& out) {
+  b.linear(x, gate_up_proj, nullptr, gu);
+  b.glu(gu, act, mid);
+  b.linear(mid, down_proj, nullptr, out);
 }
 
 // Recorded decode steps (lighton_ocr/text.cpp, qwen3_5/decode_graph.cpp): the sampled graph's output records

@@ -57,8 +57,8 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
     g.sin = b.alloc(act, {n, t.rotary_dim});
     g.xn = b.alloc(act, {n, hs});
     g.o = b.alloc(act, {n, hs});
-    g.gate = b.alloc(act, {n, it});
-    g.up = b.alloc(act, {n, it});
+    g.gu = b.alloc(act, {n, 2 * it});
+    g.mid = b.alloc(act, {n, it});
     g.lg = b.alloc(act, {n, vocab});
     g.lf = b.alloc(DType::F32, {n, vocab});
     g.am = b.alloc(DType::I32, {n});
@@ -119,7 +119,7 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
     b.embedding(ids, w_.embed_tokens, g.h);
     b.rope_cos_sin(angles, g.cos, g.sin);
     text_layers(parts,
-                {g.cos, g.sin, slots, ranges, tables, seg_rows, gdn, g.qg, g.mix, g.xn, g.o, g.gate, g.up},
+                {g.cos, g.sin, slots, ranges, tables, seg_rows, gdn, g.qg, g.mix, g.xn, g.o, g.gu, g.mid},
                 g.h);
     b.linear(g.xn, w_.lm_head_weight(), nullptr, g.lg);
     b.cast(g.lg, g.lf);

@@ -155,20 +155,21 @@ struct PagedKv {
 // The device inputs of one step's decoder layers (text.cpp text_layers) over its n rows: M-RoPE cos/sin
 // [n, rotary_dim]; the full-attention layers' pool slots [n], key ranges [n, 2], block tables
 // [n_seg, width] and seg_rows [n_seg + 1]; the Gated DeltaNet plan; the q/gate split and the mixers'
-// scratch; and the buffers of each layer's outputs, xn and o [n, hidden], gate and up [n, intermediate].
+// scratch; and the buffers of each layer's outputs, xn and o [n, hidden], the MLP's gu [n, 2 intermediate]
+// and mid [n, intermediate].
 struct TextStep {
   const Tensor &cos, &sin, &slots, &ranges, &tables, &seg_rows;
   const GdnStep& gdn;
   const QGateRows& qg;
   const MixerScratch& mix;
-  const Tensor &xn, &o, &gate, &up;
+  const Tensor &xn, &o, &gu, &mid;
 };
 
 // The recorded decode steps of n one-row segments (decode_graph.cpp): every buffer such a step reads or
 // writes apart from the pools, and per block-table width its input arena and graphs (greedy: with the
 // argmax; sampled: with the sample op; logits: neither).
 struct DecodeGraph {
-  DeviceBuffer h, cos, sin, xn, o, gate, up, lg, lf, am, sampled, no_rows;
+  DeviceBuffer h, cos, sin, xn, o, gu, mid, lg, lf, am, sampled, no_rows;
   GdnStep gdn_split;  // split_q/k/v of n rows (its segment tables come from the arena)
   QGateRows qg;
   MixerScratch mix;

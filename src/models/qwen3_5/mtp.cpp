@@ -22,7 +22,7 @@ bool layer_complete(const LayerWeights& L) {
   const FullAttnWeights& A = L.attn;
   for (const DeviceBuffer* d :
        {&L.input_layernorm, &L.post_attention_layernorm, &A.q_proj, &A.k_proj, &A.v_proj, &A.o_proj,
-        &A.q_norm, &A.k_norm, &L.mlp.gate_proj, &L.mlp.up_proj, &L.mlp.down_proj})
+        &A.q_norm, &A.k_norm, &L.mlp.gate_up_proj, &L.mlp.down_proj})
     if (d->empty()) return false;
   return true;
 }
@@ -141,13 +141,13 @@ DeviceBuffer Qwen35Model::mtp_rows(std::span<const SegRows> segs, const Tensor& 
   DeviceBuffer dranges = b.alloc(DType::I32, {n, 2});
   b.upload(dranges, ranges.data());
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
-  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
+  DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
   b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
   full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, nullptr, kv, q_gate_rows(n),
                  mixer_scratch(n, true, false, 0), o);
   b.add(h, o, h);
   b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-  gated_mlp(b, xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, gate, up, o);
+  gated_mlp(b, xn, L.mlp.gate_up_proj, L.mlp.down_proj, ActKind::kSilu, gu, mid, o);
   b.add(h, o, h);
   b.rms_norm(h, M.norm, eps, RmsNormKind::kOnePlusWeight, xn);
   return xn;

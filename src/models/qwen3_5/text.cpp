@@ -166,8 +166,7 @@ void Qwen35Model::text_layers(std::span<const SegRows> parts, const TextStep& in
       capture(capture_, b, name + ".linear_attn", in.o);
     }
     b.add_rms_norm(h, in.o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn);
-    gated_mlp(b, in.xn, L.mlp.gate_proj, L.mlp.up_proj, L.mlp.down_proj, ActKind::kSilu, in.gate, in.up,
-              in.o);
+    gated_mlp(b, in.xn, L.mlp.gate_up_proj, L.mlp.down_proj, ActKind::kSilu, in.gu, in.mid, in.o);
     capture(capture_, b, name + ".mlp", in.o);
     const Tensor& next_norm = l + 1 < n_layers ? w_.layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
     b.add_rms_norm(h, in.o, next_norm, eps, RmsNormKind::kOnePlusWeight, in.xn);
@@ -260,8 +259,8 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   const MixerScratch mix = mixer_scratch(n, n_attn_layers_ > 0,
                                          n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
-  DeviceBuffer gate = b.alloc(act, {n, it}), up = b.alloc(act, {n, it});
-  text_layers(parts, {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gate, up}, h);
+  DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
+  text_layers(parts, {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gu, mid}, h);
   for (const SegRows& s : parts) {
     Qwen35Cache& c = *s.cache;
     c.n_past_ = s.pos0 + s.n();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "models/layers/util.h"
 
 namespace tf::qwen3_5 {
 namespace {
@@ -173,6 +174,15 @@ Expected<Weights> load_weights(const Config& cfg, WeightMap& wm, Backend& backen
   TF_TRY(wm.check_all_used(allowed));
 
   for (auto& [slot, tensor] : plan.items) *slot = backend.import_host(tensor);
+  // One linear for gate and up (models/layers/decoder.h gated_mlp); the MTP layer's where it has both.
+  auto stack_mlp = [&](MlpWeights& m) {
+    if (m.gate_proj.empty() || m.up_proj.empty()) return;
+    m.gate_up_proj = concat_rows(backend, {&m.gate_proj, &m.up_proj});
+    m.gate_proj = DeviceBuffer();
+    m.up_proj = DeviceBuffer();
+  };
+  for (LayerWeights& L : w.layers) stack_mlp(L.mlp);
+  for (LayerWeights& L : w.mtp.layers) stack_mlp(L.mlp);
   w.converted = std::move(plan.converted);
   w.n_params = before_mtp;  // the served model's parameters (HF's count drops mtp.*)
   w.n_bytes = plan.n_bytes;

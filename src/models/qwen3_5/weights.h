@@ -50,7 +50,8 @@ struct FullAttnWeights {        // Qwen3_5Attention
 };
 
 struct MlpWeights {
-  DeviceBuffer gate_proj, up_proj;  // [inter, hidden]
+  DeviceBuffer gate_proj, up_proj;  // [inter, hidden] as loaded; empty once stacked into gate_up_proj
+  DeviceBuffer gate_up_proj;        // [2 inter, hidden]: gate_proj's rows, then up_proj's
   DeviceBuffer down_proj;           // [hidden, inter]
 };
 
