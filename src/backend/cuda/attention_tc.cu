@@ -29,6 +29,8 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
@@ -267,7 +269,21 @@ using Paging = AttentionPaging;
 // prefill shapes measured on the H200 (bench/attention: 1.38x variant 0 on a 9,350-patch image); calls
 // with few rows per sequence (decode) run variant 0 either way. Same bits per row in every variant.
 constexpr int kDefaultVariant = 1;
-std::atomic<int> g_variant{kDefaultVariant};
+// TF_CUDA_ATTENTION_VARIANT=N runs variant N (benchmarks of a candidate in whole runs; the same bits
+// whichever runs, as the contract checks); unset, empty or out of range: the default.
+int initial_variant() {
+  const char* e = std::getenv("TF_CUDA_ATTENTION_VARIANT");
+  if (!e || !*e) return kDefaultVariant;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end || v < 0 || v > attention_tc_wide_variants()) {
+    std::fprintf(stderr, "TF_CUDA_ATTENTION_VARIANT=%s: not a variant in [0, %d]; using %d\n", e,
+                 attention_tc_wide_variants(), kDefaultVariant);
+    return kDefaultVariant;
+  }
+  return static_cast<int>(v);
+}
+std::atomic<int> g_variant{initial_variant()};
 std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
 std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always
