@@ -29,11 +29,10 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
@@ -271,19 +270,8 @@ using Paging = AttentionPaging;
 constexpr int kDefaultVariant = 1;
 // TF_CUDA_ATTENTION_VARIANT=N runs variant N (benchmarks of a candidate in whole runs; the same bits
 // whichever runs, as the contract checks); unset, empty or out of range: the default.
-int initial_variant() {
-  const char* e = std::getenv("TF_CUDA_ATTENTION_VARIANT");
-  if (!e || !*e) return kDefaultVariant;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end || v < 0 || v > attention_tc_wide_variants()) {
-    std::fprintf(stderr, "TF_CUDA_ATTENTION_VARIANT=%s: not a variant in [0, %d]; using %d\n", e,
-                 attention_tc_wide_variants(), kDefaultVariant);
-    return kDefaultVariant;
-  }
-  return static_cast<int>(v);
-}
-std::atomic<int> g_variant{initial_variant()};
+std::atomic<int> g_variant{
+    env_choice("TF_CUDA_ATTENTION_VARIANT", 0, attention_tc_wide_variants(), kDefaultVariant)};
 std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
 std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always

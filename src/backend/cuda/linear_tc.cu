@@ -30,14 +30,13 @@
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 
 #include "backend/test_hooks.h"
 
@@ -60,19 +59,8 @@ std::atomic<int> g_planted_small_chunk{0};
 constexpr int kDefaultLargeConfig = 11;
 // TF_CUDA_LINEAR_LARGE=N runs configuration N above 128 rows (benchmarks of a candidate in whole runs; the
 // same bits whichever runs, as the contract checks); unset, empty or out of range: the default.
-int initial_large_config() {
-  const char* e = std::getenv("TF_CUDA_LINEAR_LARGE");
-  if (!e || !*e) return kDefaultLargeConfig;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (*end || v < 0 || v >= linear_tc_large_end()) {
-    std::fprintf(stderr, "TF_CUDA_LINEAR_LARGE=%s: not a configuration in [0, %d); using %d\n", e,
-                 linear_tc_large_end(), kDefaultLargeConfig);
-    return kDefaultLargeConfig;
-  }
-  return static_cast<int>(v);
-}
-std::atomic<int> g_large_config{initial_large_config()};
+std::atomic<int> g_large_config{
+    env_choice("TF_CUDA_LINEAR_LARGE", 0, linear_tc_large_end() - 1, kDefaultLargeConfig)};
 // <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
 // same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps, no programmatic
 // launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the
