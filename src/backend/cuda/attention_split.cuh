@@ -143,6 +143,47 @@ __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&
   }
 }
 
+// The tile's scores of a thread's two rows (rr = 0: s[b][0..1], rr = 1: s[b][2..3]; keys j0 + 8b + 2t + c %
+// 2): scaled, -inf where the key is not live for the row (in[rr]: the row's range begins at the pass's start,
+// e[rr]: its end), each row's max in tmax. full: every key of the tile is live for both rows, the masked
+// path's s * scale without the tests.
+template <int NS>
+__device__ __forceinline__ void scale_mask(float (&s)[NS][4], bool full, int j0, const bool (&in)[2],
+                                           const int (&e)[2], float scale, int t, float (&tmax)[2]) {
+  if (full) {
+#pragma unroll
+    for (int b = 0; b < NS; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s[b][c] = s[b][c] * scale;
+        tmax[c >= 2] = fmaxf(tmax[c >= 2], s[b][c]);
+      }
+  } else {
+#pragma unroll
+    for (int b = 0; b < NS; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = j0 + b * 8 + 2 * t + c % 2;  // < pass end + 64: fits (ranges are i32)
+        const bool hi = c >= 2;
+        const bool ok = hi ? (in[1] && j < e[1]) : (in[0] && j < e[0]);
+        s[b][c] = ok ? s[b][c] * scale : -INFINITY;
+        tmax[hi] = fmaxf(tmax[hi], s[b][c]);
+      }
+  }
+}
+
+// The running O of a thread's two rows times the tile's rescale factors (online_softmax's alpha).
+template <int NO>
+__device__ __forceinline__ void rescale(float (&acc)[NO][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int a = 0; a < NO; ++a) {
+    acc[a][0] *= alpha[0];
+    acc[a][1] *= alpha[0];
+    acc[a][2] *= alpha[1];
+    acc[a][3] *= alpha[1];
+  }
+}
+
 // Folds the split just ended of one mma fragment (a thread's two rows rr = 0, 1: m, l, and acc[NO][4],
 // columns c = 0, 1 of row 0 and 2, 3 of row 1) into the rows' running (M, L) and the running O in shared
 // memory, o[(a * 4 + c) * stride]; then starts the next split from a fresh state (m = -inf, l = 0, acc = 0).

@@ -202,13 +202,7 @@ __global__ void __launch_bounds__(128)
       float alpha[2];
       uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
       attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
-#pragma unroll
-      for (int a = 0; a < NO; ++a) {
-        acc[a][0] *= alpha[0];
-        acc[a][1] *= alpha[0];
-        acc[a][2] *= alpha[1];
-        acc[a][3] *= alpha[1];
-      }
+      attn::rescale<NO>(acc, alpha);
       // acc += P · V: A = P (keys as k), B = V tile [keys][d] read transposed.
 #pragma unroll
       for (int kk = 0; kk < NS / 2; ++kk)

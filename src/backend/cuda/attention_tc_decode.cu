@@ -219,13 +219,7 @@ __global__ void __launch_bounds__(kThreads)
       float alpha[2];
       uint32_t pf[NS / 2][4];
       attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
-#pragma unroll
-      for (int la = 0; la < 2 * OP; ++la) {
-        acc[la][0] *= alpha[0];
-        acc[la][1] *= alpha[0];
-        acc[la][2] *= alpha[1];
-        acc[la][3] *= alpha[1];
-      }
+      attn::rescale<2 * OP>(acc, alpha);
       // acc += P · V over this warp's output blocks.
 #pragma unroll
       for (int kk = 0; kk < NS / 2; ++kk)

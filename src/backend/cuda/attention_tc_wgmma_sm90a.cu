@@ -194,35 +194,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
       uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
       float tmax[2] = {-INFINITY, -INFINITY};
-      if (full) {  // every key of the tile is live for both rows: the masked path's s * scale
-#pragma unroll
-        for (int b = 0; b < NS; ++b)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            s[b][c] = s[b][c] * scale;
-            tmax[c >= 2] = fmaxf(tmax[c >= 2], s[b][c]);
-          }
-      } else {
-#pragma unroll
-        for (int b = 0; b < NS; ++b)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int j = static_cast<int>(j0) + b * 8 + 2 * t + c % 2;  // < pe + 64: fits (ranges are i32)
-            const bool hi = c >= 2;
-            const bool ok = hi ? (in[1] && j < e[1]) : (in[0] && j < e[0]);
-            s[b][c] = ok ? s[b][c] * scale : -INFINITY;
-            tmax[hi] = fmaxf(tmax[hi], s[b][c]);
-          }
-      }
+      attn::scale_mask<NS>(s, full, static_cast<int>(j0), in, e, scale, t, tmax);
       float alpha[2];
       attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
-#pragma unroll
-      for (int a = 0; a < NO; ++a) {
-        acc[a][0] *= alpha[0];
-        acc[a][1] *= alpha[0];
-        acc[a][2] *= alpha[1];
-        acc[a][3] *= alpha[1];
-      }
+      attn::rescale<NO>(acc, alpha);
       // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
       wgmma::fence();
 #pragma unroll

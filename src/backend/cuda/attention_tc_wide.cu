@@ -218,35 +218,10 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
       for (int mt = 0; mt < MT; ++mt) {
         // Scale, mask, running max per row (the 4 threads of a quad share a row).
         float tmax[2] = {-INFINITY, -INFINITY};
-        if (full) {  // every key of the tile is live for both rows: the masked path's s * scale
-#pragma unroll
-          for (int b = 0; b < NS; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              s[mt][b][c] = s[mt][b][c] * scale;
-              tmax[c >= 2] = fmaxf(tmax[c >= 2], s[mt][b][c]);
-            }
-        } else {
-#pragma unroll
-          for (int b = 0; b < NS; ++b)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int j = static_cast<int>(j0) + b * 8 + 2 * t + c % 2;  // < pe + 64: fits (ranges are i32)
-              const bool hi = c >= 2;
-              const bool ok = hi ? (in[mt][1] && j < e[mt][1]) : (in[mt][0] && j < e[mt][0]);
-              s[mt][b][c] = ok ? s[mt][b][c] * scale : -INFINITY;
-              tmax[hi] = fmaxf(tmax[hi], s[mt][b][c]);
-            }
-        }
+        attn::scale_mask<NS>(s[mt], full, static_cast<int>(j0), in[mt], e[mt], scale, t, tmax);
         float alpha[2];
         attn::online_softmax<NS>(s[mt], tmax, m[mt], l[mt], alpha, pf[mt]);
-#pragma unroll
-        for (int a = 0; a < NO; ++a) {
-          acc[mt][a][0] *= alpha[0];
-          acc[mt][a][1] *= alpha[0];
-          acc[mt][a][2] *= alpha[1];
-          acc[mt][a][3] *= alpha[1];
-        }
+        attn::rescale<NO>(acc[mt], alpha);
       }
       // acc += P · V: A = P (keys as k), B = V tile [keys][d] read transposed; keys in increasing 16s.
 #pragma unroll
