@@ -143,6 +143,28 @@ __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&
   }
 }
 
+// The block's query rows into shared memory: rows [i0, i0 + n_rows) of q's head h, their first DP columns
+// (zeros past d and past the rows) at row stride LD in qs, and their key ranges into rb / re (INT_MAX /
+// INT_MIN past the rows); visible to the whole block on return.
+template <int BM, int DP, int LD, int THREADS>
+__device__ __forceinline__ void stage_queries(bf16_t* qs, int* rb, int* re, const bf16_t* __restrict__ q,
+                                              const int32_t* __restrict__ ranges, int64_t i0, int n_rows,
+                                              int64_t q_stride, int h, int d) {
+  for (int c = threadIdx.x; c < BM * (DP / 8); c += THREADS) {
+    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+    const bool ok = r < n_rows && dc < d;
+    mma::cp_async16(qs + r * LD + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+  }
+  mma::cp_async_commit();
+  for (int r = threadIdx.x; r < BM; r += THREADS) {
+    const bool ok = r < n_rows;
+    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
+  }
+  mma::cp_async_wait<0>();
+  __syncthreads();
+}
+
 // The tile's scores of a thread's two rows (rr = 0: s[b][0..1], rr = 1: s[b][2..3]; keys j0 + 8b + 2t + c %
 // 2): scaled, -inf where the key is not live for the row (in[rr]: the row's range begins at the pass's start,
 // e[rr]: its end), each row's max in tmax. full: every key of the tile is live for both rows, the masked

@@ -85,19 +85,7 @@ __global__ void __launch_bounds__(C::kThreads, C::MINB)
   if (n_rows == 0) return;  // the whole block: a grid bound past the last piece
   const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
-  for (int c = threadIdx.x; c < BM * (DP / 8); c += C::kThreads) {
-    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
-    const bool ok = r < n_rows && dc < d;
-    cp_async16(qs + r * LD + dc, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
-  }
-  cp_async_commit();
-  for (int r = threadIdx.x; r < BM; r += C::kThreads) {
-    const bool ok = r < n_rows;
-    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
-    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // q and the ranges are in shared memory
+  attn::stage_queries<BM, DP, LD, C::kThreads>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
   // The warp's q fragments (m16 tile mt: block rows warp * 16 * MT + mt * 16 ..), for the whole call.
   uint32_t qf[MT][KD][4];
 #pragma unroll
