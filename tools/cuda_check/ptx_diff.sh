@@ -5,7 +5,8 @@
 # and debug lines are dropped. ptxas turns the same PTX into the same machine code, so a refactor whose PTX is unchanged
 # computes the same bits and needs no GPU run to show it; a file whose PTX changed does.
 #   tools/cuda_check/ptx_diff.sh HEAD~1 src/backend/cuda/attention_tc.cu
-# "renamed": the PTX differs only in virtual register numbers and labels (same instructions, same order).
+# "renamed": the PTX differs only in virtual register numbers, labels and the hash nvcc puts in an anonymous
+# namespace's mangled names (it follows the file's text): the same instructions in the same order.
 # KEEP=DIR copies the PTX (old/, new/, *.norm with registers renamed) there, to read a difference.
 # Exit status: 0 when every PTX is unchanged or only renamed, 1 when one differs, 2 on a usage or compile error.
 set -uo pipefail
@@ -50,7 +51,7 @@ for f in "${files[@]}"; do
   else
     # Register numbers and labels renamed (an inlined helper allocates its virtual registers in another order):
     # the same instructions on the same dataflow when nothing else differs.
-    for w in old new; do sed -E 's/%(r|rd|f|fd|p|rs|h)[0-9]+/%\1/g; s/\$L__BB[0-9_]+/L/g' "$tmp/$w/$name.ptx.clean" >"$tmp/$w/$name.norm"; done
+    for w in old new; do sed -E 's/%(r|rd|f|fd|p|rs|h)[0-9]+/%\1/g; s/\$L__BB[0-9_]+/L/g; s/_cu_[0-9a-f]{8}/_cu_X/g' "$tmp/$w/$name.ptx.clean" >"$tmp/$w/$name.norm"; done
     if cmp -s "$tmp/old/$name.norm" "$tmp/new/$name.norm"; then
       echo "renamed   $f (the same instructions in the same order, registers numbered otherwise)"
     else

@@ -29,10 +29,11 @@
 
 namespace tf::cuda {
 
-// Configurations 10 and 11 (linear_tc_wgmma_sm90a.cu, its only caller is here): false (nothing queued) where
-// they do not apply (in_f % 8, alignment, or a device other than compute capability 9.0).
-bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
-                            const Tensor& out);
+// Configurations 10 .. 13 (linear_tc_wgmma_sm90a.cu, its only caller is launch_linear_tc_large below, which
+// has checked the 16-byte copies and the int index limits): false (nothing queued) on a device other than
+// compute capability 9.0.
+bool launch_linear_tc_wgmma(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* bias,
+                            void* out, DType out_dtype, int64_t n, int64_t in_f, int64_t out_f);
 
 namespace {
 
@@ -307,10 +308,6 @@ const char* linear_tc_large_name(int which) {
 
 bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
                             const Tensor& out) {
-  if (which >= kWgmmaFirst) {
-    if (launch_linear_tc_wgmma(s, which, x, w, bias, out)) return true;
-    which = kMmaFallback;
-  }
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
   const auto* xp = ptr<const bf16_t>(x);
   const auto* wp = ptr<const bf16_t>(w);
@@ -320,6 +317,10 @@ bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Te
   if (!vec || n >= (int64_t{1} << 30) || in_f >= (int64_t{1} << 30) || out_f >= (int64_t{1} << 30))
     return false;
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
+  if (which >= kWgmmaFirst) {
+    if (launch_linear_tc_wgmma(s, which, xp, wp, bp, out.data, out.dtype, n, in_f, out_f)) return true;
+    which = kMmaFallback;
+  }
   if (out.dtype == DType::BF16)
     run_large<bf16_t>(s, which, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
   else

@@ -304,21 +304,13 @@ void run(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16
 
 }  // namespace
 
-bool launch_linear_tc_wgmma(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
-                            const Tensor& out) {
-  const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
-  const auto* xp = ptr<const bf16_t>(x);
-  const auto* wp = ptr<const bf16_t>(w);
-  const bool vec =
-      in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
-  if (!vec || n >= (int64_t{1} << 30) || in_f >= (int64_t{1} << 30) || out_f >= (int64_t{1} << 30) ||
-      !wgmma::device_is_sm90())
-    return false;
-  const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
-  if (out.dtype == DType::BF16)
-    run<bf16_t>(s, which, xp, wp, bp, ptr<bf16_t>(out), n, in_f, out_f);
+bool launch_linear_tc_wgmma(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* bias,
+                            void* out, DType out_dtype, int64_t n, int64_t in_f, int64_t out_f) {
+  if (!wgmma::device_is_sm90()) return false;
+  if (out_dtype == DType::BF16)
+    run<bf16_t>(s, which, x, w, bias, static_cast<bf16_t*>(out), n, in_f, out_f);
   else
-    run<float>(s, which, xp, wp, bp, ptr<float>(out), n, in_f, out_f);
+    run<float>(s, which, x, w, bias, static_cast<float*>(out), n, in_f, out_f);
   return true;
 }
 
