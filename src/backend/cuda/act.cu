@@ -1,7 +1,10 @@
 // act and act_mul: the hidden_act activations with Transformers' rounding points (backend/ops.h,
 // ActKind), f32 math in the CPU reference's operation order; act_mul rounds a(gate), then the product.
+#include <algorithm>
+
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/vec8.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -36,6 +39,25 @@ __device__ __forceinline__ float act_one(float x) {
   }
 }
 
+// glu in 8-column vectors (d % 8 == 0, 16-byte aligned rows): thread x of the grid's x takes columns
+// [8 x, 8 x + 8) of rows y, y + gridDim.y, ...; the scalar form's statement per element (the same bits),
+// without its 64-bit division per element (a [9350, 8192] call: ~214 us, the bytes ~57 us).
+template <ActKind K, class T>
+__global__ void glu_vec8_kernel(const T* __restrict__ g, T* __restrict__ o, int64_t rows, int d) {
+  pdl_wait();
+  pdl_trigger();
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (c >= d) return;
+  for (int64_t i = blockIdx.y; i < rows; i += gridDim.y) {
+    float a[8], b[8], y[8];
+    load8(g + 2 * d * i + c, a);
+    load8(g + 2 * d * i + d + c, b);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) y[k] = act_one<K, T>(a[k]) * b[k];
+    store8(o + d * i + c, y);
+  }
+}
+
 }  // namespace
 
 // Outside the unnamed namespace: nvcc wants the function enclosing an extended lambda to have a
@@ -63,10 +85,17 @@ void launch_kind(cudaStream_t s, const Tensor& gate, const Tensor* up, const Ten
 // glu: out[i, j] = rnd(a(gu[i, j]) * gu[i, d + j]), gu[n, 2d] (act_mul over the two halves).
 template <ActKind K>
 void launch_glu_kind(cudaStream_t s, const Tensor& gu, const Tensor& out) {
-  const int64_t d = out.dim(1);
+  const int64_t d = out.dim(1), rows = out.dim(0);
   TF_DISPATCH_ACT(gu.dtype, T, {
     const T* g = ptr<const T>(gu);
     T* o = ptr<T>(out);
+    // 8-wide for prefill and vision calls; a decode step's few rows are faster one element per thread (H200,
+    // one 1B row: 4.3 us scalar, 5.1 us 8-wide: each thread's eight activations run back to back).
+    if (rows >= 128 && d % 8 == 0 && d <= (int64_t{1} << 30) && aligned16(g) && aligned16(o)) {
+      const dim3 grid(blocks_for(d / 8, 256), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+      launch_pdl(s, grid, dim3(256), 0, glu_vec8_kernel<K, T>, g, o, rows, static_cast<int>(d));
+      return;
+    }
     launch_elementwise(s, out.numel(), [=] __device__(int64_t e) {
       const int64_t i = e / d, j = e % d;
       o[e] = from_f<T>(act_one<K, T>(to_f(g[2 * d * i + j])) * to_f(g[2 * d * i + d + j]));

@@ -1,19 +1,25 @@
-// Variant 5 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu lists the
-// others): the wide kernel's rows and statements with both matrix products on Hopper's warpgroup instruction
-// (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention over thousands of
-// patches). NOT YET RUN ON A GPU: written after the tenth session's device time; the contract
-// (CudaContract.AttentionVariants: every variant against variant 0, bit for bit) decides.
+// Variants 5 and 6 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu lists
+// the others): the wide kernel's rows and statements with one of the two matrix products on Hopper's
+// warpgroup instruction (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention
+// over thousands of patches). Variant 5 (the default there): S on mma.sync, P · V on wgmma; variant 6: S on
+// wgmma, P · V on mma.sync. Both give variant 0's bits on the H200 (CudaContract.AttentionVariants); one
+// 9,350-patch image, 16 heads: variant 1 1,725 us, 5 1,637 us, 6 1,633 us (bench/attention, BENCHMARKS.md).
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
-// - S = q · k over d in 16-wide steps from zero: wgmma m64n64k16, A = the warp's q fragments in registers
-//   (the mma.m16n8k16 A layout, loaded once by ldmatrix as the wide kernel does), B = the K tile read by
-//   descriptor; the accumulators' layout is mma.sync's C layout (s[b][c]: keys 8b + 2t + c % 2, rows g,
-//   g + 8 of the warp's 16), so the scale / mask / online-softmax statements are the wide kernel's.
-// - acc += P · V over the tile's keys in increasing 16s: wgmma m64n64k16, A = P as registers (the pf
-//   fragments online_softmax packs, mma.sync's A layout), B = the V tile read by descriptor, transposed
-//   (keys are B's k, stored as rows of d: the MN-major form).
-// Whether wgmma's k16 step rounds as mma.sync's (16 products and the running f32 sum per element) is what the
-// wgmma linear (linear_tc_wgmma_sm90a.cu) showed equal on the H200 for every shape of its contract.
+// - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
+//   registers (the mma.m16n8k16 A layout, loaded once by ldmatrix as the wide kernel does), B = the K tile
+//   read by descriptor; the accumulators' layout is mma.sync's C layout (s[b][c]: keys 8b + 2t + c % 2, rows
+//   g, g + 8 of the warp's 16), so the scale / mask / online-softmax statements are the wide kernel's.
+// - acc += P · V over the tile's keys in increasing 16s. wgmma (variant 5): m64n64k16, A = P as registers
+//   (the pf fragments online_softmax packs, mma.sync's A layout), B = the V tile read by descriptor,
+//   transposed (keys are B's k, stored as rows of d: the MN-major form).
+// - the other product: mma.sync from the same swizzled tiles (ldmatrix at the swizzled addresses).
+// wgmma's k16 step rounds as mma.sync's (16 products and the running f32 sum per element): the contract shows
+// it here and for the wgmma linear (linear_tc_wgmma_sm90a.cu).
+// NOT SOLVED: both products on wgmma in one kernel (the obvious next form, ~1,430 us) gave wrong values on
+// the H200 (max |diff| 1.6 against the CPU) with each half exact alone, also at one block per SM (so not a
+// register-allocation limit); the PTX orders every accumulator and A-fragment access between the
+// fence_operand / wgmma.fence / wait statements. Left for a session with a disassembler.
 // Differences from variant 1 (128 rows, 8 warps = 2 warpgroups, 3 stages) in the staging only:
 // - K/V tiles unpadded, 64 bf16 (128 bytes) per key, in the 128-byte swizzle wgmma's descriptors read
 //   (16-byte chunk c of key row r at chunk c ^ (r % 8), tiles 1024-byte aligned);
@@ -72,6 +78,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 #endif
 }
 
+// WS: S on wgmma and P · V on mma.sync (variant 6), else the reverse (variant 5).
+template <bool WS>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
@@ -174,11 +182,29 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int b = 0; b < NS; ++b)
 #pragma unroll
         for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
-      wgmma::fence();
+      if constexpr (WS) {
+        wgmma::fence_operand(s);
+        wgmma::fence_operand(qf);
+        wgmma::fence();
 #pragma unroll
-      for (int kd = 0; kd < KD; ++kd) wgmma_rs<0>(s, qf[kd], desc_sw128<false>(kt + kd * 32));
-      wgmma::commit();
-      wgmma::wait<0>();
+        for (int kd = 0; kd < KD; ++kd) wgmma_rs<0>(s, qf[kd], desc_sw128<false>(kt + kd * 32));
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operand(s);
+        wgmma::fence_operand(qf);
+      } else {
+        const bf16_t* kg = ks + (ti % STAGES) * kTileElems;
+#pragma unroll
+        for (int kd = 0; kd < KD; ++kd)
+#pragma unroll
+          for (int b = 0; b < NS; b += 2) {
+            uint32_t bf[4];
+            const int row = b * 8 + (lane % 8) + (lane / 16) * 8, ch = kd * 2 + (lane / 8) % 2;
+            ldmatrix_x4(bf, kg + row * DP + (ch ^ (row % 8)) * 8);
+            mma_bf16(s[b], qf[kd], bf[0], bf[1]);
+            mma_bf16(s[b + 1], qf[kd], bf[2], bf[3]);
+          }
+      }
 
       uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
       float tmax[2] = {-INFINITY, -INFINITY};
@@ -187,11 +213,29 @@ __global__ void __launch_bounds__(kThreads, 2)
       attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
       attn::rescale<NO>(acc, alpha);
       // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
-      wgmma::fence();
+      if constexpr (!WS) {
+        wgmma::fence_operand(acc);
+        wgmma::fence_operand(pf);
+        wgmma::fence();
 #pragma unroll
-      for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
-      wgmma::commit();
-      wgmma::wait<0>();
+        for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operand(acc);
+        wgmma::fence_operand(pf);
+      } else {
+        const bf16_t* vg = vs + (ti % STAGES) * kTileElems;
+#pragma unroll
+        for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+          for (int a = 0; a < NO; a += 2) {
+            uint32_t bf[4];
+            const int row = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, ch = a + lane / 16;
+            ldmatrix_x4_trans(bf, vg + row * DP + (ch ^ (row % 8)) * 8);
+            mma_bf16(acc[a], pf[kk], bf[0], bf[1]);
+            mma_bf16(acc[a + 1], pf[kk], bf[2], bf[3]);
+          }
+      }
     }
     if (folding) fold();  // the pass's last split
   }
@@ -218,17 +262,21 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 }  // namespace
 
-bool launch_attention_tc_wgmma(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& key_ranges, float scale, const Tensor& out,
                                const AttentionPaging& pg, int split) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
   if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
-  auto kernel = attention_wgmma_kernel;
+  constexpr decltype(&attention_wgmma_kernel<true>) kForms[] = {attention_wgmma_kernel<false>,
+                                                                attention_wgmma_kernel<true>};
+  TF_CHECK(form >= 0 && form < 2);
+  auto kernel = kForms[form];
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
-    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kFoldSmem)));
+    for (auto* f : kForms)
+      TF_CUDA_CHECK(
+          cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFoldSmem)));
   });
   const bool folding = split > 0;
   const int64_t tiles = blocks_for(n_q, BM) + (pg.seg_rows ? pg.n_seg : 0);

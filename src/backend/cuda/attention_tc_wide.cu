@@ -1,7 +1,8 @@
 // The wide-tile variants of the flash attention (attention_tc.cu), for calls with many query rows per
 // sequence: the Pixtral tower's per-image attention (thousands of patches, head_dim 64) and long
-// prefill chunks. Selected by test_hooks::set_cuda_attention_variant (1 .. 4: listed at the bottom; 5: the
-// wgmma form of attention_tc_wgmma_sm90a.cu, head_dim <= 64); 0 is attention_tc.cu's kernel.
+// prefill chunks. Selected by test_hooks::set_cuda_attention_variant (1 .. 4: listed at the bottom; 5, 6: the
+// wgmma forms of attention_tc_wgmma_sm90a.cu, head_dim <= 64, variant 1 otherwise); 0 is attention_tc.cu's
+// kernel.
 //
 // Per row, the same arithmetic as attention_tc.cu's kernel, operation for operation (its top comment):
 // the same key tiles (BN wide, from the row's range begin), the same q·k mma chain over d in 16-wide
@@ -32,9 +33,10 @@
 
 namespace tf::cuda {
 
-// Variant 5 (attention_tc_wgmma_sm90a.cu, its only caller is here): false (nothing queued) where it does not
-// apply (head_dim > 64, few rows per sequence, a device other than compute capability 9.0).
-bool launch_attention_tc_wgmma(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
+// Variants 5 and 6 (attention_tc_wgmma_sm90a.cu, its only caller is here; form = variant - 5): false
+// (nothing queued) where they do not apply (head_dim > 64, few rows per sequence, a device other than compute
+// capability 9.0).
+bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& key_ranges, float scale, const Tensor& out,
                                const AttentionPaging& pg, int split);
 
@@ -307,14 +309,17 @@ void run_variant(int which, cudaStream_t s, const bf16_t* q, const bf16_t* k, co
 
 }  // namespace
 
-int attention_tc_wide_variants() { return 5; }
+int attention_tc_wide_variants() { return 6; }
 
 bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_ranges, float scale, const Tensor& out,
                               const AttentionPaging& pg, int split) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   if (which < 1 || which > attention_tc_wide_variants() || d > 128) return false;
-  if (which == 5) return launch_attention_tc_wgmma(s, q, k, v, key_ranges, scale, out, pg, split);
+  if (which >= 5) {  // variant 1 where the wgmma forms do not apply
+    if (launch_attention_tc_wgmma(which - 5, s, q, k, v, key_ranges, scale, out, pg, split)) return true;
+    which = 1;
+  }
   // Rows per sequence (paged: per segment) must fill the wide blocks; decode-like calls run variant 0.
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;
   if (per < 64) return false;

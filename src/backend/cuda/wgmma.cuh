@@ -37,6 +37,19 @@ template <int N>
 __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Pins a register operand of wgmma in program order: the compiler may move plain register reads and writes
+// across the fence / wait statements above (they name no registers), but not across this one, which reads and
+// writes x. So: writes of an accumulator or A fragment, fence_operand, fence(), the wgmmas, commit(),
+// wait<0>(), fence_operand, then its reads (PTX ISA: registers a wgmma reads must not be written between
+// wgmma.fence and the wgmma, nor read or written while it is in flight).
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <typename T, int N>
+__device__ __forceinline__ void fence_operand(T (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) fence_operand(x[i]);
+}
+
 // cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy.
 __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

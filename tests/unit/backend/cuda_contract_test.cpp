@@ -32,10 +32,12 @@ TEST_F(CudaContract, RmsNorm) {
     int64_t n, d;
     float sd;
   };
-  // Rows up to 8192 wide are staged in shared memory, wider ones read directly (rms_norm.cu): both.
+  // rms_norm.cu: calls of >= 128 rows of d % 8 == 0 up to 8192 in the warp form (one warp per row; 528 x
+  // 128, 130 x 1000 in place), other rows up to 8192 staged in shared memory by a block, wider ones read
+  // directly: all three.
   const Case cases[] = {{1, 67, 1},        {3, 1000, 1},  {7, 33, 3},   {257, 7, 1e-3f},
                         {33 * 16, 128, 1}, {17, 2048, 1}, {1, 1024, 1}, {1, 5, 1},
-                        {2, 121, 2},       {1, 8192, 1},  {2, 9001, 1}};
+                        {2, 121, 2},       {1, 8192, 1},  {2, 9001, 1}, {130, 1000, 1}};
   uint32_t seed = 100;
   for (const Case& c : cases)
     for (DType act : kActs)

@@ -32,9 +32,12 @@ struct QkvCase {
   int64_t n, heads, kv, d, r;
   bool norm, slots;
 };
+// CUDA (qkv_prep.cu): 130 rows with norms in the warp form, 160 without in the plain form, the others in the
+// block form (1040-wide heads: the block form whatever the rows).
 const QkvCase kQkvCases[] = {{1, 16, 8, 128, 128, true, true},   {7, 3, 1, 64, 64, true, false},
                              {33, 2, 2, 256, 64, true, true},    {5, 4, 4, 64, 64, false, false},
-                             {130, 16, 8, 128, 128, true, true}, {3, 2, 1, 34, 18, false, true}};
+                             {130, 16, 8, 128, 128, true, true}, {3, 2, 1, 34, 18, false, true},
+                             {2, 2, 1, 1040, 64, true, true},    {160, 4, 2, 64, 32, false, true}};
 
 struct QkvInputs {
   Buffer qkv, qn, kn, cos, sin, slots, k0, v0;  // k0, v0: the K/V rows before the call
@@ -140,7 +143,10 @@ void expect_qkv_fused_equals_unfused(Backend& be) {
 struct NormCase {
   int64_t n, d;
 };
-const NormCase kNormCases[] = {{1, 1024}, {7, 1000}, {33, 4096}, {2, 9001}, {130, 64}};
+// CUDA (rms_norm.cu): calls of >= 128 rows of d % 8 == 0 in the warp form ({130, 64}, {200, 1024}), the
+// others in the block form, 9001 as add then rms_norm.
+const NormCase kNormCases[] = {{1, 1024}, {7, 1000}, {33, 4096}, {2, 9001},
+                               {130, 64}, {3, 1001}, {200, 1024}};
 
 // {h after, out}.
 std::vector<Buffer> run_add_norm(Backend& be, const Buffer& h, const Buffer& delta, const Buffer& w,
@@ -193,7 +199,8 @@ Buffer run_glu(Backend& be, const Buffer& gu, ActKind kind, bool fused) {
 
 void expect_glu_fused_equals_unfused(Backend& be) {
   uint32_t seed = 9000;
-  for (const Shape& s : {Shape{1, 6144}, Shape{7, 66}, Shape{33, 8192}})
+  // CUDA: calls of >= 128 rows of d % 8 == 0 in 8-wide vectors ({130, 1024}), the others one element each.
+  for (const Shape& s : {Shape{1, 6144}, Shape{7, 66}, Shape{33, 8192}, Shape{130, 1024}})
     for (DType act : kActs)
       for (ActKind kind : kGluKinds) {
         Buffer gu = randn(act, s, seed++, 3.0f);
