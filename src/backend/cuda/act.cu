@@ -39,22 +39,29 @@ __device__ __forceinline__ float act_one(float x) {
   }
 }
 
-// glu in 8-column vectors (d % 8 == 0, 16-byte aligned rows): thread x of the grid's x takes columns
-// [8 x, 8 x + 8) of rows y, y + gridDim.y, ...; the scalar form's statement per element (the same bits),
-// without its 64-bit division per element (a [9350, 8192] call: ~214 us, the bytes ~57 us).
-template <ActKind K, class T>
-__global__ void glu_vec8_kernel(const T* __restrict__ g, T* __restrict__ o, int64_t rows, int d) {
+// glu by columns: thread x of the grid's x takes columns [V x, V x + V) of rows y, y + gridDim.y, ...; the
+// elementwise form's statement per element (the same bits), without its 64-bit division per element. V = 8
+// (d % 8 == 0, 16-byte aligned rows): one 16-byte access per half (a [9350, 8192] call: ~214 us in the
+// elementwise form, ~109 us here, the bytes ~57 us); V = 1 for a decode step's few rows, where eight
+// activations back to back in one thread cost more than they save (one 1B row: 4.3 us one per thread, 5.1 us
+// eight).
+template <ActKind K, class T, int V>
+__global__ void glu_cols_kernel(const T* __restrict__ g, T* __restrict__ o, int64_t rows, int d) {
   pdl_wait();
   pdl_trigger();
-  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  const int c = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x) * V;
   if (c >= d) return;
   for (int64_t i = blockIdx.y; i < rows; i += gridDim.y) {
-    float a[8], b[8], y[8];
-    load8(g + 2 * d * i + c, a);
-    load8(g + 2 * d * i + d + c, b);
+    if constexpr (V == 8) {
+      float a[8], b[8], y[8];
+      load8(g + 2 * d * i + c, a);
+      load8(g + 2 * d * i + d + c, b);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) y[k] = act_one<K, T>(a[k]) * b[k];
-    store8(o + d * i + c, y);
+      for (int k = 0; k < 8; ++k) y[k] = act_one<K, T>(a[k]) * b[k];
+      store8(o + d * i + c, y);
+    } else {
+      o[d * i + c] = from_f<T>(act_one<K, T>(to_f(g[2 * d * i + c])) * to_f(g[2 * d * i + d + c]));
+    }
   }
 }
 
@@ -89,11 +96,14 @@ void launch_glu_kind(cudaStream_t s, const Tensor& gu, const Tensor& out) {
   TF_DISPATCH_ACT(gu.dtype, T, {
     const T* g = ptr<const T>(gu);
     T* o = ptr<T>(out);
-    // 8-wide for prefill and vision calls; a decode step's few rows are faster one element per thread (H200,
-    // one 1B row: 4.3 us scalar, 5.1 us 8-wide: each thread's eight activations run back to back).
-    if (rows >= 128 && d % 8 == 0 && d <= (int64_t{1} << 30) && aligned16(g) && aligned16(o)) {
-      const dim3 grid(blocks_for(d / 8, 256), static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-      launch_pdl(s, grid, dim3(256), 0, glu_vec8_kernel<K, T>, g, o, rows, static_cast<int>(d));
+    if (d <= (int64_t{1} << 30) && rows > 0) {  // glu_cols_kernel: 8-wide from 128 rows
+      const unsigned gy = static_cast<unsigned>(std::min<int64_t>(rows, 65535));
+      if (rows >= 128 && d % 8 == 0 && aligned16(g) && aligned16(o))
+        launch_pdl(s, dim3(blocks_for(d / 8, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 8>, g, o, rows,
+                   static_cast<int>(d));
+      else
+        launch_pdl(s, dim3(blocks_for(d, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 1>, g, o, rows,
+                   static_cast<int>(d));
       return;
     }
     launch_elementwise(s, out.numel(), [=] __device__(int64_t e) {

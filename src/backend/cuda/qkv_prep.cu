@@ -29,10 +29,15 @@ __global__ void __launch_bounds__(kThreads)
                     const int32_t* __restrict__ slots, T* __restrict__ q_out, T* __restrict__ k_out,
                     T* __restrict__ v_out, int heads, int kv, int d, int r) {
   extern __shared__ float sx[];
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
   const int64_t i = blockIdx.x;
   const int hh = static_cast<int>(blockIdx.y);
+  // The norm weight element of this thread (heads up to kThreads wide), which no kernel writes, read before
+  // waiting for the previous kernel (pdl.cuh): off a decode step's critical path.
+  const T* nw_pre = hh < heads ? q_norm : hh < heads + kv ? k_norm : nullptr;
+  const bool pre = nw_pre && d <= static_cast<int>(blockDim.x);
+  const float w_pre = pre && static_cast<int>(threadIdx.x) < d ? to_f(nw_pre[threadIdx.x]) : 0.0f;
+  pdl_wait();  // pdl.cuh
+  pdl_trigger();
   const T* src = qkv + i * static_cast<int64_t>(heads + 2 * kv) * d + static_cast<int64_t>(hh) * d;
   const int64_t kv_row = slots ? static_cast<int64_t>(slots[i]) : i;
   if (hh >= heads && kv_row < 0) return;  // a padding row's k and v are not stored
@@ -49,7 +54,8 @@ __global__ void __launch_bounds__(kThreads)
   if (nw) {  // rms_norm_kernel, kWeight, staged
     const float ss = block_sum_sq8(d, [&](int64_t k) { return sx[k]; });
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) sx[j] = rnd<T>(to_f(nw[j]) * rnd<T>(sx[j] * inv));
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      sx[j] = rnd<T>((pre ? w_pre : to_f(nw[j])) * rnd<T>(sx[j] * inv));  // pre: j is the thread's one
     __syncthreads();
   }
   // launch_rope: pairs (j, j + r/2) rotated, dims >= r passed through.

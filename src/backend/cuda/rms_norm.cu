@@ -19,6 +19,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxStaged = 8192;  // f32 row in shared memory: 32 KB, under the 48 KB default
+constexpr int kPre = 4;               // weight elements per thread read before the PDL wait (add_rms_norm)
 
 // x, out [n, d] act; w [d] (TW). grid n; dynamic shared memory d floats when staged.
 template <class T, class TW>
@@ -54,6 +55,16 @@ template <class T, class TW>
 __global__ void add_rms_norm_kernel(T* __restrict__ h, const T* __restrict__ delta, const TW* __restrict__ w,
                                     float eps, bool one_plus, T* __restrict__ out, int64_t d) {
   extern __shared__ float srow[];
+  // The weight, which no kernel writes, read before waiting for the previous kernel (pdl.cuh): off the
+  // decode step's critical path where the row fits kPre elements per thread.
+  float wpre[kPre];
+  const bool pre = d <= kPre * static_cast<int64_t>(blockDim.x);
+  if (pre)
+#pragma unroll
+    for (int u = 0; u < kPre; ++u) {
+      const int64_t i = threadIdx.x + u * static_cast<int64_t>(blockDim.x);
+      wpre[u] = i < d ? to_f(w[i]) : 0.0f;
+    }
   pdl_wait();  // pdl.cuh
   pdl_trigger();
   const int64_t r = blockIdx.x;
@@ -65,10 +76,19 @@ __global__ void add_rms_norm_kernel(T* __restrict__ h, const T* __restrict__ del
   __syncthreads();
   const float ss = block_sum_sq8(d, [&](int64_t k) { return srow[k]; });
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
-  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-    const float v = srow[i], wi = to_f(w[i]);
+  auto put = [&](int64_t i, float wi) {
+    const float v = srow[i];
     const float y = one_plus ? v * inv * (1.0f + wi) : rnd<T>(wi * rnd<T>(v * inv));
     out[r * d + i] = from_f<T>(y);
+  };
+  if (pre) {
+#pragma unroll
+    for (int u = 0; u < kPre; ++u) {
+      const int64_t i = threadIdx.x + u * static_cast<int64_t>(blockDim.x);
+      if (i < d) put(i, wpre[u]);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) put(i, to_f(w[i]));
   }
 }
 
