@@ -21,6 +21,15 @@ namespace {
 
 constexpr int kThreads = 128;
 
+// launch_rope's statements for the pair (j, j + h2) of one head (three roundings each): every form's rope.
+template <class T>
+__device__ __forceinline__ void rope_pair(float lo, float hi, const T* c, const T* sn, int j, int h2,
+                                          T* dst) {
+  const float c0 = to_f(c[j]), s0 = to_f(sn[j]), c1 = to_f(c[j + h2]), s1 = to_f(sn[j + h2]);
+  dst[j] = from_f<T>(rnd<T>(lo * c0) + rnd<T>(-hi * s0));
+  dst[j + h2] = from_f<T>(rnd<T>(hi * c1) + rnd<T>(lo * s1));
+}
+
 // grid (n, heads + 2 kv); dynamic shared memory d floats.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
@@ -64,9 +73,7 @@ __global__ void __launch_bounds__(kThreads)
   const T* sn = sin + i * r;
   for (int j = threadIdx.x; j < h2; j += blockDim.x) {
     const float lo = sx[j], hi = sx[j + h2];
-    const float c0 = to_f(c[j]), s0 = to_f(sn[j]), c1 = to_f(c[j + h2]), s1 = to_f(sn[j + h2]);
-    dst[j] = from_f<T>(rnd<T>(lo * c0) + rnd<T>(-hi * s0));
-    dst[j + h2] = from_f<T>(rnd<T>(hi * c1) + rnd<T>(lo * s1));
+    rope_pair(lo, hi, c, sn, j, h2, dst);
   }
   for (int j = r + threadIdx.x; j < d; j += blockDim.x) dst[j] = from_f<T>(sx[j]);
 }
@@ -119,9 +126,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const T* sn = sin + i * r;
   for (int j = lane; j < h2; j += 32) {
     const float lo = sx[j], hi = sx[j + h2];
-    const float c0 = to_f(c[j]), s0 = to_f(sn[j]), c1 = to_f(c[j + h2]), s1 = to_f(sn[j + h2]);
-    dst[j] = from_f<T>(rnd<T>(lo * c0) + rnd<T>(-hi * s0));
-    dst[j + h2] = from_f<T>(rnd<T>(hi * c1) + rnd<T>(lo * s1));
+    rope_pair(lo, hi, c, sn, j, h2, dst);
   }
   for (int j = r + lane; j < d; j += 32) dst[j] = from_f<T>(sx[j]);
 }
@@ -158,9 +163,7 @@ __global__ void qkv_prep_plain_kernel(const T* __restrict__ qkv, const T* __rest
     const float lo = to_f(src[j]), hi = to_f(src[j + h2]);
     const T* c = cos + i * r;
     const T* sn = sin + i * r;
-    const float c0 = to_f(c[j]), s0 = to_f(sn[j]), c1 = to_f(c[j + h2]), s1 = to_f(sn[j + h2]);
-    dst[j] = from_f<T>(rnd<T>(lo * c0) + rnd<T>(-hi * s0));
-    dst[j + h2] = from_f<T>(rnd<T>(hi * c1) + rnd<T>(lo * s1));
+    rope_pair(lo, hi, c, sn, j, h2, dst);
   }
 }
 
