@@ -3,7 +3,7 @@
 GPU and pages, each figure beside its hardware bound.
 
   python3 bench/serve/gpu_serve_bench.py TENSORFOLD [OUT_DIR] [--shape lighton-1b] [--max-tokens 128]
-          [--levels 1,8,32] [--pages 8] [--budget 540] [--level-cap 90] [--hf-reserve 150] [--skip-hf]
+          [--levels 1,8,32] [--pages 8] [--budget 540] [--level-cap 90] [--hf-reserve 150, 0 with --skip-hf] [--skip-hf]
 
   TENSORFOLD the CUDA build's binary (BENCHMARKS.md "Serving" has the device call); OUT_DIR gets the table
   (serve_bench.md), raw results (serve_bench.json) and logs (default $OUT). --shape: lighton-1b (default; pages
@@ -66,6 +66,8 @@ def parse_args(argv):
         i += 1
     if not a["pos"]:
         raise SystemExit(__doc__)
+    if a["skip_hf"] and "--hf-reserve" not in argv:
+        a["hf_reserve"] = 0.0  # nothing to reserve time for (the default 150 s left short calls no tensorfold level)
     a["tensorfold"] = os.path.abspath(a["pos"][0])
     a["out"] = os.path.abspath(a["pos"][1] if len(a["pos"]) > 1 else os.environ.get("OUT", "/tmp/tf-serve-bench"))
     a["levels"] = [int(x) for x in a["levels"].split(",") if x]
