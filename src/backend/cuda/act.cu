@@ -39,12 +39,11 @@ __device__ __forceinline__ float act_one(float x) {
   }
 }
 
-// glu by columns: thread x of the grid's x takes columns [V x, V x + V) of rows y, y + gridDim.y, ...; the
-// elementwise form's statement per element (the same bits), without its 64-bit division per element. V = 8
-// (d % 8 == 0, 16-byte aligned rows): one 16-byte access per half (a [9350, 8192] call: ~214 us in the
-// elementwise form, ~109 us here, the bytes ~57 us); V = 1 for a decode step's few rows, where eight
-// activations back to back in one thread cost more than they save (one 1B row: 4.3 us one per thread, 5.1 us
-// eight).
+// glu by columns: thread x of the grid's x takes columns [V x, V x + V) of rows y, y + gridDim.y, ...;
+// act_mul's statement per element (the same bits), with no per-element index division (the grid-stride form
+// before it divided by d in 64 bits). V = 8 (calls of >= kRowFormMinRows rows, d % 8 == 0, 16-byte aligned
+// rows): one 16-byte access per half (a [9350, 8192] call: ~214 us before, ~109 us here, the bytes ~57 us); V
+// = 1 for a decode step's few rows.
 template <ActKind K, class T, int V>
 __global__ void glu_cols_kernel(const T* __restrict__ g, T* __restrict__ o, int64_t rows, int d) {
   pdl_wait();
@@ -96,20 +95,15 @@ void launch_glu_kind(cudaStream_t s, const Tensor& gu, const Tensor& out) {
   TF_DISPATCH_ACT(gu.dtype, T, {
     const T* g = ptr<const T>(gu);
     T* o = ptr<T>(out);
-    if (d <= (int64_t{1} << 30) && rows > 0) {  // glu_cols_kernel: 8-wide from 128 rows
-      const unsigned gy = static_cast<unsigned>(std::min<int64_t>(rows, 65535));
-      if (rows >= 128 && d % 8 == 0 && aligned16(g) && aligned16(o))
-        launch_pdl(s, dim3(blocks_for(d / 8, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 8>, g, o, rows,
-                   static_cast<int>(d));
-      else
-        launch_pdl(s, dim3(blocks_for(d, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 1>, g, o, rows,
-                   static_cast<int>(d));
-      return;
-    }
-    launch_elementwise(s, out.numel(), [=] __device__(int64_t e) {
-      const int64_t i = e / d, j = e % d;
-      o[e] = from_f<T>(act_one<K, T>(to_f(g[2 * d * i + j])) * to_f(g[2 * d * i + d + j]));
-    });
+    if (rows == 0) return;
+    TF_CHECK(d < (int64_t{1} << 30));  // column indices are int
+    const unsigned gy = static_cast<unsigned>(std::min<int64_t>(rows, 65535));
+    if (rows >= kRowFormMinRows && d % 8 == 0 && aligned16(g) && aligned16(o))
+      launch_pdl(s, dim3(blocks_for(d / 8, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 8>, g, o, rows,
+                 static_cast<int>(d));
+    else
+      launch_pdl(s, dim3(blocks_for(d, 256), gy), dim3(256), 0, glu_cols_kernel<K, T, 1>, g, o, rows,
+                 static_cast<int>(d));
   });
 }
 

@@ -3,9 +3,10 @@
 // roundings), rotated as launch_rope does (three roundings), and stored: q to q_out, k to its K/V row
 // (slots[i] or i); a v head is copied to its K/V row. Each value goes through exactly the arithmetic
 // of rms_norm -> rope -> scatter_rows on this backend, so the fused op and the unfused ops give the
-// same bits (the contract test checks it), in one launch instead of six. Calls of >= 128 rows run the plain
-// form without norms (qkv_prep_plain_kernel: a thread per value or rope pair), else the warp form for heads
-// up to 1024 wide (qkv_prep_warp_kernel: a warp per (row, head)); the rest the block form (qkv_prep_kernel).
+// same bits (the contract test checks it), in one launch instead of six. Calls of >= kRowFormMinRows rows run
+// the plain form without norms (qkv_prep_plain_kernel: a thread per value or rope pair), else the warp form
+// for heads up to 1024 wide (qkv_prep_warp_kernel: a warp per (row, head)); the rest the block form
+// (qkv_prep_kernel).
 //
 // Shapes: qkv[n, (heads + 2 kv) * d], cos/sin[n, r], q_out[n, heads, d], k_out/v_out[m, kv, d].
 #include <algorithm>
@@ -175,7 +176,8 @@ void launch_qkv_prep(cudaStream_t s, const Tensor& qkv, const Tensor* q_norm, co
   const opcheck::QkvPrepDims a = opcheck::qkv_prep(qkv, q_norm, k_norm, cos, sin, slots, q_out, k_out, v_out);
   if (a.n == 0) return;
   const int64_t per_row = a.heads + 2 * a.kv_heads;
-  if (!q_norm && !k_norm && a.n >= 128 && per_row * a.d < (int64_t{1} << 30)) {  // no norms: the plain form
+  if (!q_norm && !k_norm && a.n >= kRowFormMinRows &&
+      per_row * a.d < (int64_t{1} << 30)) {  // no norms: the plain form
     const dim3 grid(blocks_for(per_row * a.d, 256), static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
     TF_DISPATCH_ACT(qkv.dtype, T, {
       launch_pdl(s, grid, dim3(256), 0, qkv_prep_plain_kernel<T>, ptr<const T>(qkv), ptr<const T>(cos),
@@ -186,8 +188,8 @@ void launch_qkv_prep(cudaStream_t s, const Tensor& qkv, const Tensor* q_norm, co
     return;
   }
   // The warp form (shared memory: kWarps * d floats, at most 32 KB) for prefill and vision calls; a decode
-  // step's few rows are faster one block per head (H200, one 1B row: 5.3 us block form, 6.1 warp form).
-  if (a.d <= 1024 && a.n >= 128) {
+  // step's few rows keep one block per head.
+  if (a.d <= 1024 && a.n >= kRowFormMinRows) {
     const int64_t items = a.n * per_row;
     TF_CHECK((items + kWarps - 1) / kWarps < (int64_t{1} << 31));
     TF_DISPATCH_ACT(qkv.dtype, T, {

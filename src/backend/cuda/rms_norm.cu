@@ -4,8 +4,9 @@
 // block (coalesced, all loads in flight at once); the 8 lanes then run their sequential sums from shared
 // memory, 8 independent loads ahead of the adds, and the normalisation reads the row from there too.
 // (The 8 lanes reading global memory one element per dependent add made a one-row call of width 1024
-// take ~9 µs on the H200.) Wider rows keep the direct form; both give the CPU's bits. Rows of d % 8 == 0
-// elements (every model's hidden size) run the warp form, rms_norm_warp_kernel below: the same statements.
+// take ~9 µs on the H200.) Wider rows keep the direct form; both give the CPU's bits. Calls of >= 128 rows
+// (vec8.cuh kRowFormMinRows) of d % 8 == 0 elements (every model's hidden size) run the warp form,
+// rms_norm_warp_kernel below: the same statements.
 #include <algorithm>
 #include <initializer_list>
 
@@ -138,16 +139,13 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Rows per block of the warp form: its shared memory (rpb * d floats) kept within 32 KB; 0 where the warp
-// form does not apply, or where the call has too few rows for it to pay: a decode step's rows are faster in
-// the block form, whose 256 threads share each row's loads and stores (H200, one row of 1024: 7.1 us in the
-// block form, 8.3 in the warp form, eager).
-constexpr int64_t kWarpFormMinRows = 128;
+// Rows per block of the warp form: its shared memory (rpb * d floats) kept within kMaxStaged floats (32 KB);
+// 0 where the warp form does not apply, or where the call has too few rows for it to pay (kRowFormMinRows).
 int warp_rows_per_block(int64_t n, int64_t d, std::initializer_list<const void*> ptrs) {
-  if (n < kWarpFormMinRows || d <= 0 || d % 8 != 0 || d > 8192) return 0;
+  if (n < kRowFormMinRows || d <= 0 || d % 8 != 0 || d > kMaxStaged) return 0;
   for (const void* p : ptrs)
     if (!aligned16(p)) return 0;
-  return static_cast<int>(std::min<int64_t>(8, 8192 / d));
+  return static_cast<int>(std::min<int64_t>(8, kMaxStaged / d));
 }
 
 template <bool ADD>

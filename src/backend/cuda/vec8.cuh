@@ -11,6 +11,12 @@ namespace tf::cuda {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Calls of at least this many rows take the row kernels' warp / 8-wide / plain forms; fewer rows (a decode
+// step, draft verification) keep the one-block-per-row or one-element-per-thread forms, whose threads share a
+// row's loads, stores and activations (H200, one 1B row, eager: add_rms_norm 7.1 us block form, 8.3 warp
+// form; qkv_prep 5.3 / 6.1; glu 4.3 / 5.1 eight-wide).
+constexpr int64_t kRowFormMinRows = 128;
+
 template <class T>
 __device__ __forceinline__ void load8(const T* __restrict__ p, float (&v)[8]) {
   if constexpr (std::is_same_v<T, float>) {
