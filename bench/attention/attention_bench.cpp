@@ -12,7 +12,9 @@
 // instead of attention_tc_decode.cu's 16-row blocks (test_hooks::set_cuda_attention_decode_form(false)); all
 // must give the same bits. Bound = the K/V bytes read once at 4.3 TB/s. Built with -DTF_BENCH=ON where the
 // CUDA backend is built; runs on the GPU machine:
-//   attention_bench [reps] [split]     (defaults: 20 calls; keys per split: the backend's, 512)
+//   attention_bench [reps] [split] [CTX B]   (defaults: 20 calls; keys per split: the backend's, 512 (0);
+//                                             CTX B: only the decode cases of that context and batch, for
+//                                             ncu)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -57,7 +59,7 @@ double graph_us(cudaStream_t s, int reps, F f) {
 }
 
 // Paged decode rows: split-parallel against folded in the block; returns how many cases' bits differ.
-int decode_table(cudaStream_t s, int reps) {
+int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
   struct Dec {
     const char* name;
     int64_t heads, kv_heads, d;
@@ -69,6 +71,7 @@ int decode_table(cudaStream_t s, int reps) {
   for (const Dec& dc : kDec)
     for (int64_t ctx : {200, 2333, 4096})
       for (int64_t B : {1, 8, 64}) {
+        if (only_ctx > 0 && (ctx != only_ctx || B != only_b)) continue;
         const int64_t nb = (ctx + tf::kKvBlock - 1) / tf::kKvBlock, pool = B * nb * tf::kKvBlock;
         const int64_t nq = B * dc.heads * dc.d, nkv = pool * dc.kv_heads * dc.d;
         void* qm = dev_alloc(static_cast<size_t>(nq) * 2);
@@ -145,7 +148,9 @@ int main(int argc, char** argv) {
   std::printf("%-16s %5s %5s %4s | %3s %9s %8s %5s\n", "shape", "rows", "heads", "d", "var", "graph us",
               "TFLOP/s", "bits");
   int mismatches = 0;
+  const int64_t only_ctx = argc > 4 ? std::atoll(argv[3]) : 0, only_b = argc > 4 ? std::atoll(argv[4]) : 0;
   for (const Shape& sh : kShapes) {
+    if (only_ctx > 0) break;
     const int64_t nq = sh.n * sh.heads * sh.d, nkv = sh.n * sh.kv_heads * sh.d;
     void* qm = dev_alloc(static_cast<size_t>(nq) * 2);
     void* km = dev_alloc(static_cast<size_t>(nkv) * 2);
@@ -189,7 +194,7 @@ int main(int argc, char** argv) {
     for (void* p : {qm, km, vm, om, rm}) TF_CUDA_CHECK(cudaFree(p));
   }
   std::printf("variants whose bits differ from variant 0: %d (must be 0)\n", mismatches);
-  mismatches += decode_table(s, reps);
+  mismatches += decode_table(s, reps, only_ctx, only_b);
   TF_CUDA_CHECK(cudaStreamDestroy(s));
   return mismatches == 0 ? 0 : 1;
 }

@@ -2,11 +2,12 @@
 (built by the oracle, as gpu_bench.py does) with TF_CUDA_OP_PROFILE set, and writes each run's per-op table
 (src/backend/cuda/op_profile.h: GPU time per op and shape, largest first) under OUT with the run's TTFT split.
 
-  python3 bench/model/op_profile.py TENSORFOLD OUT [--only lighton|qwen] [--new N]
+  python3 bench/model/op_profile.py TENSORFOLD OUT [--only lighton|qwen|4b] [--new N] [--4b]
 
 Per checkpoint: the page (vision + prefill + decode steps as graph replays), the same with
 CUDA_MODULE_LOADING=EAGER (kernels loaded at start instead of at their first launch, as a warm server has
 them), and the paragraph with --enforce-eager (the decode step op by op: host gaps count to the op that waited).
+--4b adds the Qwen3.5-4B shapes (gpu_bench.py's ~9 GB checkpoint); --only 4b runs only them.
 """
 import json
 import os
@@ -49,7 +50,8 @@ def main(argv):
     n = int(argv[argv.index("--new") + 1]) if "--new" in argv else 64
     os.makedirs(out, exist_ok=True)
     from gpu_bench import build_full
-    shapes = tuple(s for s in ("lighton-1b", "qwen3_5-0.8b") if not only or only in s)
+    known = ("lighton-1b", "qwen3_5-0.8b") + (("qwen3_5-4b",) if "--4b" in argv or only == "4b" else ())
+    shapes = tuple(s for s in known if not only or only in s)
     for ckpt in build_full("/tmp/tf-bench", shapes):
         fam = next(k for k in PAGES if k in os.path.basename(ckpt))
         report = os.path.join(out, f"profile_{os.path.basename(ckpt)}.md")

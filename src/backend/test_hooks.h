@@ -22,6 +22,11 @@ void fail_backend_op(Backend& b, int64_t n);
 // build has no CUDA backend.
 bool set_cuda_linear_small_rows_chunk(int kc);
 
+// The <= 64-row linear of backend/cuda/linear_tc_small.cu launches at most the blocks that fit on the SMs,
+// each walking several column tiles; this caps the grid at `blocks` instead (0: the device's), so small
+// calls walk many tiles per block too. The same bits (contract). False where the build has no CUDA backend.
+bool set_cuda_linear_small_grid_cap(int blocks);
+
 // Which tile configuration runs linears of more than 128 rows: 0 the first one (128 x 128 blocks, the chunk
 // sums in shared memory; cuda_linear_large_default() names the production one), 1 128 x 64 blocks with the
 // sums in registers, 2 .. cuda_linear_large_configs() - 1 the candidates of backend/cuda/linear_tc_large.cu

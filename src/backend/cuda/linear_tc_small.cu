@@ -25,7 +25,11 @@
 // 256-chunk at SUB 64, S 5) are in flight before any math. The partials meet in shared memory and are
 // added in chunk order once per round of nw chunks (one round up to 16 chunks). With programmatic
 // dependent launch (launch attribute; `griddepcontrol`), the weights of the first S - 1 sub-tiles are
-// requested before the kernel waits for the previous one (weights never depend on it), x after.
+// requested before the kernel waits for the previous one (weights never depend on it), x after. Calls with
+// more tiles than fit on the SMs at once (lm_head; the 4B's 2560-wide rows, whose 10 warps a block leave one
+// block per SM: gate|up 1,152 tiles in ~9 waves) launch only the resident blocks, each walking tiles
+// blockIdx.x + m gridDim.x with one continuous stream per warp, so the next tile's weights load while the
+// current tile folds and stores (a column's arithmetic is the same whichever block computes it).
 //
 // Shapes: x [n, in_f] bf16 (n <= 16 * MT), w [out_f, in_f] bf16, bias [out_f] bf16 or null,
 // out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the caller runs linear_tc.cu).
@@ -37,10 +41,12 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/test_hooks.h"
 
 namespace tf::cuda {
 namespace {
@@ -106,22 +112,23 @@ __global__ void __launch_bounds__(512)
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, LD = Cfg::kLd, RPV = Cfg::kRpv;
   const int nw = static_cast<int>(blockDim.x / 32), warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int j0 = static_cast<int>(blockIdx.x) * BN;
+  const int n_tiles = (out_f + BN - 1) / BN;  // BN-column tiles: this block's are blockIdx.x + m gridDim.x
   const int n_chunks = (in_f + kc - 1) / kc, n_sub = kc / SUB, rounds = (n_chunks + nw - 1) / nw;
   const int mt_live = (n + 15) / 16;
   float* part = reinterpret_cast<float*>(smem_raw);
   const int stage = (n + BN) * LD;  // elements per stage: x rows [0, n), then w rows [n, n + BN)
   bf16_t* ring = reinterpret_cast<bf16_t*>(smem_raw + Cfg::part_bytes(nw)) + warp * S * stage;
 
-  // This lane's copies: vector i of a sub-tile is row vr + i * RPV, columns [vc, vc + 8) (w rows from j0,
-  // x rows from 0). Rows past out_f are zero-filled (their outputs are not stored); x rows past n are not
-  // copied (never read); a vector past in_f is zero-filled (in_f % 8 == 0: all in or all out).
+  // This lane's copies: vector i of a sub-tile is row vr + i * RPV, columns [vc, vc + 8) (w rows from the
+  // tile's first column j0, x rows from 0). Rows past out_f are zero-filled (their outputs are not stored); x
+  // rows past n are not copied (never read); a vector past in_f is zero-filled (in_f % 8 == 0: all in or all
+  // out).
   const int vr = lane / Cfg::kVec, vc = (lane % Cfg::kVec) * 8;
-  const bf16_t* wg = w + static_cast<int64_t>(min(j0 + vr, out_f - 1)) * in_f + vc;
   const bf16_t* xg = x + static_cast<int64_t>(min(vr, n - 1)) * in_f + vc;
   const int64_t w_step = static_cast<int64_t>(RPV) * in_f;  // between a lane's consecutive w vectors
-  const int w_rows_left = out_f - j0 - vr;                  // vector i is real while i * RPV < this
-  auto issue_w = [&](int slot, int k0) {
+  auto issue_w = [&](int slot, int tile, int k0) {
+    const int j0 = tile * BN, w_rows_left = out_f - j0 - vr;  // vector i is real while i * RPV < this
+    const bf16_t* wg = w + static_cast<int64_t>(min(j0 + vr, out_f - 1)) * in_f + vc;
     bf16_t* sw = ring + slot * stage + (n + vr) * LD + vc;
     const bool kok = k0 + vc < in_f;
 #pragma unroll
@@ -137,22 +144,29 @@ __global__ void __launch_bounds__(512)
     for (int i = 0; i < Cfg::kXVec; ++i)
       if (vr + i * RPV < n) cp_async16(sx + i * RPV * LD, kok ? xg + i * w_step + k0 : x, kok);
   };
-  // The sub-tiles this warp streams, in order: round r's chunk warp + r * nw, parts 0 .. n_sub - 1.
-  int next_r = 0, next_part = 0;
-  auto next_k = [&]() {  // k of the next sub-tile to issue (in_f when the warp has none left), then advance
-    const int c = warp + next_r * nw;
-    const int k = c < n_chunks ? c * kc + next_part * SUB : in_f;
-    if (++next_part == n_sub) next_part = 0, ++next_r;
-    return k;
-  };
+  // The sub-tiles this warp streams, in order, across the block's tiles: per tile, round r's chunk
+  // warp + r * nw while it exists, parts 0 .. n_sub - 1. So the next tile's weights are in flight while the
+  // current one's last chunks are computed and folded.
+  int next_t = static_cast<int>(blockIdx.x), next_r = 0, next_part = 0;
+  auto next_k =
+      [&](int& tile) {  // k and tile of the next sub-tile to issue (k = in_f: none left), then advance
+        if (next_t < n_tiles && warp + next_r * nw >= n_chunks)
+          next_t += static_cast<int>(gridDim.x), next_r = 0;
+        tile = next_t;
+        if (next_t >= n_tiles) return in_f;
+        const int k = (warp + next_r * nw) * kc + next_part * SUB;
+        if (++next_part == n_sub) next_part = 0, ++next_r;
+        return k;
+      };
 
   // Prologue: the weights of sub-tiles 0 .. S - 2 (they never depend on the previous kernel), then, once
   // the previous kernel is done (a no-op without programmatic dependent launch), their x in one group.
   int pro_k[S - 1];
 #pragma unroll
   for (int q = 0; q < S - 1; ++q) {
-    pro_k[q] = next_k();
-    if (pro_k[q] < in_f) issue_w(q, pro_k[q]);
+    int tile;
+    pro_k[q] = next_k(tile);
+    if (pro_k[q] < in_f) issue_w(q, tile, pro_k[q]);
     cp_async_commit();
   }
   pdl_wait();
@@ -162,80 +176,84 @@ __global__ void __launch_bounds__(512)
   cp_async_commit();
   if (trigger) pdl_trigger();
 
-  float total[Cfg::kPer];
-#pragma unroll
-  for (float& t : total) t = 0.0f;
   const int per_thread = (n * BN + nw * 32 - 1) / (nw * 32);
   int q = 0;  // this warp's next sub-tile to compute
-  for (int r = 0; r < rounds; ++r) {
-    const int c = warp + r * nw;
-    if (c < n_chunks) {  // chunk c, from zero
-      float acc[MT][NT][4];
+  for (int tile = static_cast<int>(blockIdx.x); tile < n_tiles; tile += static_cast<int>(gridDim.x)) {
+    float total[Cfg::kPer];
 #pragma unroll
-      for (int a = 0; a < MT; ++a)
+    for (float& t : total) t = 0.0f;
+    for (int r = 0; r < rounds; ++r) {
+      const int c = warp + r * nw;
+      if (c < n_chunks) {  // chunk c, from zero
+        float acc[MT][NT][4];
 #pragma unroll
-        for (int b = 0; b < NT; ++b)
+        for (int a = 0; a < MT; ++a)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
-      for (int p = 0; p < n_sub; ++p, ++q) {
-        if (q == 0)
-          cp_async_wait<0>();  // the prologue's groups (x came last)
-        else
-          cp_async_wait<S - 2>();
-        __syncwarp();  // every lane's copies of sub-tile q landed; slot (q - 1) % S is no longer read
-        {
-          const int k = next_k(), slot = (q + S - 1) % S;
-          if (k < in_f) {
-            issue_w(slot, k);
-            issue_x(slot, k);
+          for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[a][b][e] = 0.0f;
+        for (int p = 0; p < n_sub; ++p, ++q) {
+          if (q == 0)
+            cp_async_wait<0>();  // the prologue's groups (x came last)
+          else
+            cp_async_wait<S - 2>();
+          __syncwarp();  // every lane's copies of sub-tile q landed; slot (q - 1) % S is no longer read
+          {
+            int nt;
+            const int k = next_k(nt), slot = (q + S - 1) % S;
+            if (k < in_f) {
+              issue_w(slot, nt, k);
+              issue_x(slot, k);
+            }
+            cp_async_commit();
           }
-          cp_async_commit();
-        }
-        const int k0 = c * kc + p * SUB;
-        const bf16_t* sx = ring + (q % S) * stage;
+          const int k0 = c * kc + p * SUB;
+          const bf16_t* sx = ring + (q % S) * stage;
 #pragma unroll
-        for (int kk = 0; kk < SUB; kk += 16) {
-          if (k0 + kk >= in_f) break;  // the same chain length in every configuration
-          small_step<MT, NT, LD>(acc, sx, sx + n * LD, kk, lane, n, mt_live);
+          for (int kk = 0; kk < SUB; kk += 16) {
+            if (k0 + kk >= in_f) break;  // the same chain length in every configuration
+            small_step<MT, NT, LD>(acc, sx, sx + n * LD, kk, lane, n, mt_live);
+          }
+        }
+        const int g = lane / 4, t = lane % 4;
+        float* pw = part + warp * BM * BN;
+#pragma unroll
+        for (int a = 0; a < MT; ++a)
+#pragma unroll
+          for (int b = 0; b < NT; ++b)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              pw[(a * 16 + g + (e / 2) * 8) * BN + b * 8 + 2 * t + e % 2] = acc[a][b][e];
+      }
+      __syncthreads();
+      // Fold this round's partials into the running sums in chunk order (only the call's real rows).
+#pragma unroll
+      for (int m = 0; m < Cfg::kPer; ++m) {
+        if (m >= per_thread) break;
+        const int e = static_cast<int>(threadIdx.x) + m * nw * 32;
+        if (e >= n * BN) break;
+        for (int wi = 0; wi < nw && r * nw + wi < n_chunks; ++wi) {
+          const float v = part[wi * BM * BN + e];
+          total[m] = (r == 0 && wi == 0) ? v : total[m] + v;
         }
       }
-      const int g = lane / 4, t = lane % 4;
-      float* pw = part + warp * BM * BN;
-#pragma unroll
-      for (int a = 0; a < MT; ++a)
-#pragma unroll
-        for (int b = 0; b < NT; ++b)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            pw[(a * 16 + g + (e / 2) * 8) * BN + b * 8 + 2 * t + e % 2] = acc[a][b][e];
+      __syncthreads();  // the partials are rewritten by the next round or tile
     }
-    __syncthreads();
-    // Fold this round's partials into the running sums in chunk order (only the call's real rows).
+
+    const int j0 = tile * BN;
 #pragma unroll
     for (int m = 0; m < Cfg::kPer; ++m) {
       if (m >= per_thread) break;
       const int e = static_cast<int>(threadIdx.x) + m * nw * 32;
-      if (e >= n * BN) break;
-      for (int wi = 0; wi < nw && r * nw + wi < n_chunks; ++wi) {
-        const float v = part[wi * BM * BN + e];
-        total[m] = (r == 0 && wi == 0) ? v : total[m] + v;
-      }
+      const int i = e / BN, j = j0 + e % BN;
+      if (i >= n) break;
+      if (j >= out_f) continue;
+      float v = total[m];
+      if (bias) v += to_f(bias[j]);
+      out[static_cast<int64_t>(i) * out_f + j] = from_f<TO>(v);
     }
-    if (r + 1 < rounds) __syncthreads();  // the partials are rewritten next round
   }
   cp_async_wait<0>();
-
-#pragma unroll
-  for (int m = 0; m < Cfg::kPer; ++m) {
-    if (m >= per_thread) break;
-    const int e = static_cast<int>(threadIdx.x) + m * nw * 32;
-    const int i = e / BN, j = j0 + e % BN;
-    if (i >= n) break;
-    if (j >= out_f) continue;
-    float v = total[m];
-    if (bias) v += to_f(bias[j]);
-    out[static_cast<int64_t>(i) * out_f + j] = from_f<TO>(v);
-  }
 }
 
 // Candidates (test_hooks::set_cuda_linear_small_config 1..): n8 tiles per block for calls of <= 4 and
@@ -315,13 +333,39 @@ Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {
   return p;
 }
 
+// test_hooks::set_cuda_linear_small_grid_cap, or TF_CUDA_LINEAR_SMALL_GRID for whole runs (1000000: a block
+// per tile, the form before tiles were walked).
+std::atomic<int> g_grid_cap{env_choice("TF_CUDA_LINEAR_SMALL_GRID", 0, 1 << 30, 0)};
+
+// The blocks of a launch: every tile's block at once where they fit on the SMs (one wave), else as many as
+// fit (each then walks several tiles, its weight stream running on across them: no wave's start and drain
+// between). test_hooks::set_cuda_linear_small_grid_cap lowers it. Cached per (warps, shared memory).
+template <int MT, int NT, class TO>
+int resident_blocks(const Plan& p) {
+  if (const int cap = g_grid_cap.load(std::memory_order_relaxed); cap > 0) return cap;
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 3>, int> cache;
+  int dev = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::array<int64_t, 3> key{dev, p.nw, static_cast<int64_t>(p.smem)};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int per_sm = 0, sms = 0;
+  TF_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, small_kernel<MT, NT, TO>(), 32 * p.nw, p.smem));
+  TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int v = std::max(1, per_sm) * sms;
+  cache[key] = v;
+  return v;
+}
+
 template <int MT, int NT, class TO>
 void launch_small(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int n,
                   int in_f, int out_f, int kc, int nw_cap, int pdl) {
   TF_CHECK((kc % Shape<MT, NT>::SUB == 0 && n <= 16 * MT));
   const Plan p = plan<MT, NT, TO>(n, in_f, out_f, kc, nw_cap, false);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.blocks));
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min(p.blocks, resident_blocks<MT, NT, TO>(p))));
   cfg.blockDim = dim3(static_cast<unsigned>(32 * p.nw));
   cfg.dynamicSmemBytes = p.smem;
   cfg.stream = s;
@@ -422,3 +466,11 @@ bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, const Te
 }
 
 }  // namespace tf::cuda
+
+namespace tf::test_hooks {
+bool set_cuda_linear_small_grid_cap(int blocks) {
+  TF_CHECK(blocks >= 0);
+  tf::cuda::g_grid_cap.store(blocks, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace tf::test_hooks

@@ -31,13 +31,16 @@ Buffer run_linear(Backend& be, const Buffer& x, const Buffer& w, const Buffer* b
 // The configurations for <= 64 rows (0: the chunks kernel of linear_tc.cu; 1..: the candidates of
 // linear_tc_small.cu, test_hooks::set_cuda_linear_small_config) are a speed choice only: calls of 1, 2, 7,
 // 16, 17, 33 and 64 rows under each give the bits of the same rows of one 256-row call (the tiled kernels),
-// in f32 and bf16. Shapes as above plus the 1B's decode shapes (stacked q|k|v, down); bias or none. Control:
-// with the planted 128-wide chunks, each configuration's 1-row call must differ (f32 out).
+// in f32 and bf16, with the grid at the device's resident blocks and capped at 3 (blocks walking many column
+// tiles; test_hooks::set_cuda_linear_small_grid_cap). Shapes as above plus the 1B's decode shapes (stacked
+// q|k|v, down); bias or none. Control: with the planted 128-wide chunks, each configuration's 1-row call must
+// differ (f32 out).
 TEST_F(CudaContract, BatchInvarianceLinearSmallConfigs) {
   struct Restore {
     ~Restore() {
       test_hooks::set_cuda_linear_small_config(test_hooks::cuda_linear_small_default());
       test_hooks::set_cuda_linear_small_rows_chunk(0);
+      test_hooks::set_cuda_linear_small_grid_cap(0);
     }
   } restore;
   const int n_cfg = test_hooks::cuda_linear_small_configs();
@@ -49,7 +52,7 @@ TEST_F(CudaContract, BatchInvarianceLinearSmallConfigs) {
   uint32_t seed = 120;
   for (const Case c :
        {Case{200, 72, true}, Case{1000, 130, false}, Case{3000, 520, true}, Case{1001, 4300, true},
-        Case{2056, 4240, false}, Case{1024, 4096, false}, Case{3072, 1024, true}}) {
+        Case{2056, 4240, false}, Case{1024, 4096, false}, Case{3072, 1024, true}, Case{2560, 8200, true}}) {
     Buffer x = randn(kBF16, {256, c.in_f}, seed++), w = randn(kBF16, {c.out_f, c.in_f}, seed++, 0.03f),
            b = randn(kBF16, {c.out_f}, seed++);
     const Buffer* bp = c.bias ? &b : nullptr;
@@ -60,19 +63,24 @@ TEST_F(CudaContract, BatchInvarianceLinearSmallConfigs) {
       for (int cfg = 0; cfg < n_cfg; ++cfg) {
         ASSERT_TRUE(test_hooks::set_cuda_linear_small_config(cfg));
         int bad = 0;
-        for (int64_t rows : {1, 2, 7, 16, 17, 33, 64}) {
-          const int64_t r0 = (rows * 37) % (256 - rows);
-          const Diff d =
-              diff(rows_of(full, r0, r0 + rows), run_linear(dev(), rows_of(x, r0, r0 + rows), w, bp, out_dt));
-          if (d.error.empty() && d.differ == 0) continue;
-          ++bad;
-          ADD_FAILURE() << what << ": config " << cfg << " ("
-                        << test_hooks::cuda_linear_small_config_name(cfg) << "), " << rows << " rows at row "
-                        << r0 << ": " << d.str();
+        // Grid caps: the device's resident blocks (0), then 3 blocks walking every tile of the call.
+        for (int cap : {0, 3}) {
+          ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(cap));
+          for (int64_t rows : {1, 2, 7, 16, 17, 33, 64}) {
+            const int64_t r0 = (rows * 37) % (256 - rows);
+            const Diff d = diff(rows_of(full, r0, r0 + rows),
+                                run_linear(dev(), rows_of(x, r0, r0 + rows), w, bp, out_dt));
+            if (d.error.empty() && d.differ == 0) continue;
+            ++bad;
+            ADD_FAILURE() << what << ": config " << cfg << " ("
+                          << test_hooks::cuda_linear_small_config_name(cfg) << "), grid cap " << cap << ", "
+                          << rows << " rows at row " << r0 << ": " << d.str();
+          }
         }
+        ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(0));
         std::printf("[ contract ] %s: small config %d (%s): %s\n", what.c_str(), cfg,
                     test_hooks::cuda_linear_small_config_name(cfg),
-                    bad ? "DIFFERS" : "7 row counts bit-identical");
+                    bad ? "DIFFERS" : "7 row counts x 2 grid caps bit-identical");
         if (out_dt != DType::F32) continue;
         ASSERT_TRUE(test_hooks::set_cuda_linear_small_rows_chunk(128));
         EXPECT_TRUE(Differs(rows_of(full, 5, 6), run_linear(dev(), rows_of(x, 5, 6), w, bp, out_dt)))
