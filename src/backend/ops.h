@@ -17,6 +17,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -137,6 +138,14 @@ class Backend {
   // (cuBLAS bf16 GEMM with f32 accumulation and bias epilogue). Also the patch conv (as a GEMM
   // after patchify) and lm_head.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) = 0;
+
+  // linear_many: out[i] = linear(x, w[i], no bias) for several weights sharing x (a layer's projections of
+  // one input), bit for bit the separate calls; a backend may run them as one launch (CUDA: up to 4, calls
+  // of <= 64 rows). w.size() == out.size().
+  virtual void linear_many(const Tensor& x, std::span<const Tensor> w, std::span<const Tensor> out) {
+    TF_CHECK(w.size() == out.size());
+    for (size_t i = 0; i < w.size(); ++i) linear(x, w[i], nullptr, out[i]);
+  }
 
   // rms_norm over the last dim d: x[n, d] act, w[d] (act dtype for kWeight; any float dtype for
   // kOnePlusWeight), out[n, d] act. Rounding per RmsNormKind. mean(x²) is an f32 sum in fixed order

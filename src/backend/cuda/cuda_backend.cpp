@@ -129,6 +129,9 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) override {
     op("linear", &x, &out, [&] { cuda::launch_linear(s_, x, w, bias, out); });
   }
+  void linear_many(const Tensor& x, std::span<const Tensor> w, std::span<const Tensor> out) override {
+    op("linear_many", &x, out.empty() ? nullptr : &out[0], [&] { cuda::launch_linear_many(s_, x, w, out); });
+  }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, RmsNormKind kind, const Tensor& out) override {
     op("rms_norm", &x, &out, [&] { cuda::launch_rms_norm(s_, x, w, eps, kind, out); });
   }

@@ -7,10 +7,15 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <span>
+
 #include "backend/ops.h"
 
 namespace tf::cuda {
 void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out);
+// Backend::linear_many: out[i] = linear(x, w[i]) (no bias), bit for bit the separate calls.
+void launch_linear_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,
+                        std::span<const Tensor> out);
 // The tensor-core forms (linear_tc.cu, attention_tc.cu): bf16 operands; launch_linear and
 // launch_attention route to them where they apply.
 bool linear_tc_applies(const Tensor& x, const Tensor& w);
@@ -30,8 +35,14 @@ bool launch_linear_tc_large(cudaStream_t s, int which, const Tensor& x, const Te
 // bits.
 int linear_tc_small_variants();
 const char* linear_tc_small_name(int which);
-bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
-                            const Tensor& out, int kc);
+// Several weights sharing x (up to 4; bias[i] may be null) in one launch: out[i] = x · w[i]ᵀ (+ bias[i]),
+// each column's arithmetic that of a single call.
+bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, std::span<const Tensor> w,
+                            std::span<const Tensor* const> bias, std::span<const Tensor> out, int kc);
+// linear_many's tensor-core form (linear_tc.cu): one launch of linear_tc_small.cu for calls of <= 64 rows;
+// false (nothing queued) where it does not apply.
+bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,
+                           std::span<const Tensor> out);
 bool attention_tc_applies(const Tensor& q, int64_t head_dim);
 void launch_attention_tc(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& key_ranges, float scale, const Tensor& out);

@@ -158,4 +158,17 @@ void launch_linear(cudaStream_t s, const Tensor& x, const Tensor& w, const Tenso
   });
 }
 
+void launch_linear_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,
+                        std::span<const Tensor> out) {
+  TF_CHECK(w.size() == out.size() && x.rank() == 2);
+  for (size_t i = 0; i < w.size(); ++i) {
+    TF_CHECK(w[i].rank() == 2 && out[i].rank() == 2 && w[i].dim(1) == x.dim(1) && out[i].dim(0) == x.dim(0) &&
+             out[i].dim(1) == w[i].dim(0));
+    TF_CHECK(is_float_act(w[i].dtype) && is_float_act(out[i].dtype));
+  }
+  if (x.dim(0) == 0) return;
+  if (launch_linear_tc_many(s, x, w, out)) return;
+  for (size_t i = 0; i < w.size(); ++i) launch_linear(s, x, w[i], nullptr, out[i]);
+}
+
 }  // namespace tf::cuda

@@ -36,7 +36,9 @@
 #include "backend/cuda/once_per_device.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <span>
 
 #include "backend/test_hooks.h"
 
@@ -396,7 +398,9 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
   const int small = g_small_config.load(std::memory_order_relaxed);
   if (n <= 64 && small > 0 &&
-      launch_linear_tc_small(s, small, x, w, bias, out, n <= 16 && planted ? planted : kChunk))
+      launch_linear_tc_small(s, small, x, std::span<const Tensor>(&w, 1),
+                             std::span<const Tensor* const>(&bias, 1), std::span<const Tensor>(&out, 1),
+                             n <= 16 && planted ? planted : kChunk))
     return;
   if (n <= 16) {
     const int kc = planted ? planted : kChunk;
@@ -425,6 +429,19 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
 }
 
 }  // namespace
+
+bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,
+                           std::span<const Tensor> out) {
+  const int64_t n = x.dim(0);
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  const int small = g_small_config.load(std::memory_order_relaxed);
+  if (n > 64 || small <= 0 || w.size() > 4) return false;
+  for (const Tensor& wi : w)
+    if (!linear_tc_applies(x, wi)) return false;
+  const std::array<const Tensor*, 4> no_bias{};
+  return launch_linear_tc_small(s, small, x, w, std::span<const Tensor* const>(no_bias.data(), w.size()), out,
+                                n <= 16 && planted ? planted : kChunk);
+}
 
 bool linear_tc_applies(const Tensor& x, const Tensor& w) {
   return x.dtype == DType::BF16 && w.dtype == DType::BF16;

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <span>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -103,16 +104,32 @@ __device__ __forceinline__ void small_step(float (&acc)[MT][NT][4], const bf16_t
   }
 }
 
+// Up to kMaxSegs weights sharing x (linear_many: a layer's projections of one input), their BN-column tiles
+// numbered one after another: segment s owns tiles [tile0[s], tile0[s + 1]).
+constexpr int kMaxSegs = 4;
+template <class TO>
+struct Segs {
+  const bf16_t* w[kMaxSegs];
+  const bf16_t* bias[kMaxSegs];
+  TO* out[kMaxSegs];
+  int out_f[kMaxSegs];
+  int tile0[kMaxSegs + 1];
+  int count;
+};
+
 template <class Cfg, int MT, int NT, int SUB, int S, class TO>
-__global__ void __launch_bounds__(512)
-    linear_tc_small_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
-                           const bf16_t* __restrict__ bias, TO* __restrict__ out, int n, int in_f, int out_f,
-                           int kc, int trigger) {
+__global__ void __launch_bounds__(512) linear_tc_small_kernel(const bf16_t* __restrict__ x, const Segs<TO> sg,
+                                                              int n, int in_f, int kc, int trigger) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, LD = Cfg::kLd, RPV = Cfg::kRpv;
   const int nw = static_cast<int>(blockDim.x / 32), warp = static_cast<int>(threadIdx.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int n_tiles = (out_f + BN - 1) / BN;  // BN-column tiles: this block's are blockIdx.x + m gridDim.x
+  const int n_tiles = sg.tile0[sg.count];  // BN-column tiles: this block's are blockIdx.x + m gridDim.x
+  auto seg_of = [&](int tile) {
+    int sgi = 0;
+    while (sgi + 1 < sg.count && tile >= sg.tile0[sgi + 1]) ++sgi;
+    return sgi;
+  };
   const int n_chunks = (in_f + kc - 1) / kc, n_sub = kc / SUB, rounds = (n_chunks + nw - 1) / nw;
   const int mt_live = (n + 15) / 16;
   float* part = reinterpret_cast<float*>(smem_raw);
@@ -127,7 +144,10 @@ __global__ void __launch_bounds__(512)
   const bf16_t* xg = x + static_cast<int64_t>(min(vr, n - 1)) * in_f + vc;
   const int64_t w_step = static_cast<int64_t>(RPV) * in_f;  // between a lane's consecutive w vectors
   auto issue_w = [&](int slot, int tile, int k0) {
-    const int j0 = tile * BN, w_rows_left = out_f - j0 - vr;  // vector i is real while i * RPV < this
+    const int sgi = seg_of(tile), out_f = sg.out_f[sgi];
+    const bf16_t* w = sg.w[sgi];
+    const int j0 = (tile - sg.tile0[sgi]) * BN;
+    const int w_rows_left = out_f - j0 - vr;  // vector i is real while i * RPV < this
     const bf16_t* wg = w + static_cast<int64_t>(min(j0 + vr, out_f - 1)) * in_f + vc;
     bf16_t* sw = ring + slot * stage + (n + vr) * LD + vc;
     const bool kok = k0 + vc < in_f;
@@ -240,7 +260,9 @@ __global__ void __launch_bounds__(512)
       __syncthreads();  // the partials are rewritten by the next round or tile
     }
 
-    const int j0 = tile * BN;
+    const int sgi = seg_of(tile), j0 = (tile - sg.tile0[sgi]) * BN, out_f = sg.out_f[sgi];
+    const bf16_t* bias = sg.bias[sgi];
+    TO* out = sg.out[sgi];
 #pragma unroll
     for (int m = 0; m < Cfg::kPer; ++m) {
       if (m >= per_thread) break;
@@ -316,7 +338,7 @@ int max_smem() {
 }
 
 template <int MT, int NT, class TO>
-Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {
+Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {  // out_f: all segments' columns
   using Cfg = typename Shape<MT, NT>::Cfg;
   const int limit = max_smem<MT, NT, TO>();
   const int n_chunks = (in_f + kc - 1) / kc;
@@ -360,10 +382,14 @@ int resident_blocks(const Plan& p) {
 }
 
 template <int MT, int NT, class TO>
-void launch_small(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int n,
-                  int in_f, int out_f, int kc, int nw_cap, int pdl) {
+void launch_small(cudaStream_t s, const bf16_t* x, Segs<TO> sg, int n, int in_f, int out_f, int kc,
+                  int nw_cap, int pdl) {
   TF_CHECK((kc % Shape<MT, NT>::SUB == 0 && n <= 16 * MT));
-  const Plan p = plan<MT, NT, TO>(n, in_f, out_f, kc, nw_cap, false);
+  Plan p = plan<MT, NT, TO>(n, in_f, out_f, kc, nw_cap, false);
+  sg.tile0[0] = 0;
+  for (int i = 0; i < sg.count; ++i)
+    sg.tile0[i + 1] = sg.tile0[i] + static_cast<int>(blocks_for(sg.out_f[i], 8 * NT));
+  p.blocks = sg.tile0[sg.count];
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(std::min(p.blocks, resident_blocks<MT, NT, TO>(p))));
   cfg.blockDim = dim3(static_cast<unsigned>(32 * p.nw));
@@ -374,8 +400,7 @@ void launch_small(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl > 0 ? 1 : 0;
-  TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, small_kernel<MT, NT, TO>(), x, w, bias, out, n, in_f, out_f, kc,
-                                   pdl > 1 ? 1 : 0));
+  TF_CUDA_CHECK(cudaLaunchKernelEx(&cfg, small_kernel<MT, NT, TO>(), x, sg, n, in_f, kc, pdl > 1 ? 1 : 0));
 }
 
 // <= 16 rows, the occupancy rule: the widest blocks (32, 16, then 8 columns) that still give >= 64 blocks,
@@ -412,16 +437,15 @@ int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
 }
 
 template <class TO>
-void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias,
-               TO* out, int n, int in_f, int out_f, int kc) {
+void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>& sg, int n, int in_f,
+               int out_f, int kc) {
   int nt = n <= 4 ? v.nt_small : v.nt_mid;
   if (nt == 0 && n <= 16) nt = plan_nt<TO>(n, in_f, out_f, kc, v.nw_cap);
   // With programmatic dependent launch on (pdl.cuh), every configuration waits after its weight prologue and
   // lets the next kernel start early.
   const int pdl = pdl_enabled() ? 2 : v.pdl;
   auto go = [&](auto mt, auto ntc) {
-    launch_small<decltype(mt)::value, decltype(ntc)::value, TO>(s, x, w, bias, out, n, in_f, out_f, kc,
-                                                                v.nw_cap, pdl);
+    launch_small<decltype(mt)::value, decltype(ntc)::value, TO>(s, x, sg, n, in_f, out_f, kc, v.nw_cap, pdl);
   };
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
@@ -445,23 +469,40 @@ const char* linear_tc_small_name(int which) {
   return which >= 1 && which <= kNumVariants ? kVariants[which - 1].name : "?";
 }
 
-bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, const Tensor& w, const Tensor* bias,
-                            const Tensor& out, int kc) {
-  if (which < 1 || which > kNumVariants) return false;
-  const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0);
+bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, std::span<const Tensor> w,
+                            std::span<const Tensor* const> bias, std::span<const Tensor> out, int kc) {
+  const size_t count = w.size();
+  if (which < 1 || which > kNumVariants || count < 1 || count > kMaxSegs) return false;
+  TF_CHECK(out.size() == count && bias.size() == count);
+  const int64_t n = x.dim(0), in_f = x.dim(1);
   const auto* xp = ptr<const bf16_t>(x);
-  const auto* wp = ptr<const bf16_t>(w);
-  const bool vec =
-      in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
-  if (!vec || n < 1 || n > 64 || in_f > (int64_t{1} << 30) || out_f > (int64_t{1} << 30)) return false;
+  int64_t out_f = 0;
+  bool ok = in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0;
+  for (size_t i = 0; i < count; ++i) {
+    ok = ok && reinterpret_cast<uintptr_t>(w[i].data) % 16 == 0 && w[i].dim(1) == in_f &&
+         out[i].dtype == out[0].dtype;
+    out_f += w[i].dim(0);
+  }
+  if (!ok || n < 1 || n > 64 || in_f > (int64_t{1} << 30) || out_f > (int64_t{1} << 30)) return false;
   if (kc % (n <= 16 ? 64 : 32) != 0) return false;
-  const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
   const Variant& v = kVariants[which - 1];
   const int ni = static_cast<int>(n), ii = static_cast<int>(in_f), oi = static_cast<int>(out_f);
-  if (out.dtype == DType::BF16)
-    run_small<bf16_t>(v, s, xp, wp, bp, ptr<bf16_t>(out), ni, ii, oi, kc);
+  auto go = [&](auto* tag) {
+    using TO = std::remove_pointer_t<decltype(tag)>;
+    Segs<TO> sg{};
+    sg.count = static_cast<int>(count);
+    for (size_t i = 0; i < count; ++i) {
+      sg.w[i] = ptr<const bf16_t>(w[i]);
+      sg.bias[i] = bias[i] ? ptr<const bf16_t>(*bias[i]) : nullptr;
+      sg.out[i] = ptr<TO>(out[i]);
+      sg.out_f[i] = static_cast<int>(w[i].dim(0));
+    }
+    run_small<TO>(v, s, xp, sg, ni, ii, oi, kc);
+  };
+  if (out[0].dtype == DType::BF16)
+    go(static_cast<bf16_t*>(nullptr));
   else
-    run_small<float>(v, s, xp, wp, bp, ptr<float>(out), ni, ii, oi, kc);
+    go(static_cast<float*>(nullptr));
   return true;
 }
 

@@ -92,10 +92,8 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const Tensor &qkv = m.qkv.tensor(), &conv = m.conv.tensor(), &z = m.z.tensor(), &bb = m.bb.tensor(),
                &aa = m.aa.tensor();
   TF_CHECK(qkv.dim(0) == n && qkv.dim(1) == conv_dim);
-  b.linear(x, G.in_proj_qkv, nullptr, qkv);
-  b.linear(x, G.in_proj_z, nullptr, z);
-  b.linear(x, G.in_proj_b, nullptr, bb);
-  b.linear(x, G.in_proj_a, nullptr, aa);
+  const Tensor in_w[] = {G.in_proj_qkv, G.in_proj_z, G.in_proj_b, G.in_proj_a}, in_out[] = {qkv, z, bb, aa};
+  b.linear_many(x, in_w, in_out);  // one launch on CUDA for a decode step's rows
   // Kept windows and states of this layer: [n_keep, conv_dim, K-1] act and [n_keep, hv, dk, dv] F32.
   const Tensor &keep_conv = m.keep_conv.tensor(), &keep_state = m.keep_state.tensor();
   const Tensor* kc = plan.n_keep > 0 ? &keep_conv : nullptr;

@@ -28,12 +28,11 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
   const Tensor &qg = m.qg.tensor(), &q = m.q.tensor(), &gate = m.gate.tensor(), &k = m.k.tensor(),
                &v = m.v.tensor(), &attn = m.attn.tensor();
   TF_CHECK(qg.dim(0) == n && qg.dim(1) == 2 * qd && k.dim(1) == kvd);
-  b.linear(x, A.q_proj, nullptr, qg);
+  const Tensor in_w[] = {A.q_proj, A.k_proj, A.v_proj}, in_out[] = {qg, k, v};
+  b.linear_many(x, in_w, in_out);  // one launch on CUDA for a decode step's rows
   const Tensor halves = qg.reshaped({2 * n * nh, D});
   b.gather_rows(halves, split.q, q.reshaped({n * nh, D}));
   b.gather_rows(halves, split.gate, gate.reshaped({n * nh, D}));
-  b.linear(x, A.k_proj, nullptr, k);
-  b.linear(x, A.v_proj, nullptr, v);
   const Tensor qf = q.reshaped({n * nh, D}), kf = k.reshaped({n * nkv, D});
   b.rms_norm(qf, A.q_norm, eps, RmsNormKind::kOnePlusWeight, qf);
   b.rms_norm(kf, A.k_norm, eps, RmsNormKind::kOnePlusWeight, kf);
