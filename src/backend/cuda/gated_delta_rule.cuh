@@ -13,25 +13,38 @@ using Dims = opcheck::DeltaRuleDims;
 constexpr int kChunk = 64, kThreads = 256;
 
 // q, k rows of head h (key head h / ratio) for tokens [t0, t0 + L): normalised (x * 1/sqrt(Σx² +
-// 1e-6)), q then scaled (multiply by `mul`, or divide by `div` when divide is set). qs, ks [L, dk].
+// 1e-6)), q then scaled (multiply by `mul`, or divide by `div` when divide is set). qs, ks [L, dk]. The
+// rows are first staged in qs / ks as f32 by the whole block (every load in flight at once), then the
+// norms' sums (dot8's order) and the scaling run from there: the same values, the same operations; a
+// barrier first and last, as the callers loop over tokens on the same buffers. (The norms' two threads
+// reading global memory one dependent element at a time made a decode token's call wait on ~128 round
+// trips.)
 template <class T>
 __device__ void load_qk(const Dims& d, const T* q, const T* k, int64_t h, int64_t t0, int L, bool divide,
                         float mul, float div, float* qs, float* ks) {
   __shared__ float inv_q[kChunk], inv_k[kChunk];
   const int64_t kh = h / d.ratio;
+  const int dk = static_cast<int>(d.dk);
+  __syncthreads();  // the previous token's qs / ks may still be read
+  for (int e = threadIdx.x; e < L * dk; e += blockDim.x) {
+    const int i = e / dk, c = e - i * dk;
+    const int64_t src = ((t0 + i) * d.hk + kh) * d.dk + c;
+    qs[e] = to_f(q[src]);
+    ks[e] = to_f(k[src]);
+  }
+  __syncthreads();
   for (int r = threadIdx.x; r < 2 * L; r += blockDim.x) {
     const int i = r % L;
-    const T* x = (r < L ? q : k) + ((t0 + i) * d.hk + kh) * d.dk;
+    const float* x = (r < L ? qs : ks) + i * dk;
     const float ss = dot8(x, x, d.dk);
     (r < L ? inv_q : inv_k)[i] = 1.0f / sqrtf(ss + 1e-6f);
   }
   __syncthreads();
-  for (int64_t e = threadIdx.x; e < L * d.dk; e += blockDim.x) {
-    const int64_t i = e / d.dk, c = e % d.dk;
-    const int64_t src = ((t0 + i) * d.hk + kh) * d.dk + c;
-    const float qn = to_f(q[src]) * inv_q[i];
+  for (int e = threadIdx.x; e < L * dk; e += blockDim.x) {
+    const int i = e / dk;
+    const float qn = qs[e] * inv_q[i];
     qs[e] = divide ? qn / div : qn * mul;
-    ks[e] = to_f(k[src]) * inv_k[i];
+    ks[e] = ks[e] * inv_k[i];
   }
   __syncthreads();
 }
@@ -110,13 +123,14 @@ __device__ void recurrent_head_t(const Dims& d, int64_t h, int64_t c0, const T* 
   const bool mine = c < cw;
   float *qs = sm, *ks = sm + d.dk, *St = sm + 2 * d.dk;  // St[i * cols + c] = S[i, c0 + c]
   float reg[DK > 0 ? DK : 1];
-  for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
-    St[(e / cw) * cols + e % cw] = S[(e / cw) * d.dv + c0 + e % cw];
-  __syncthreads();
-  if constexpr (DK > 0) {
+  if constexpr (DK > 0) {  // the column straight to its thread's registers: DK independent loads in flight
     if (mine)
 #pragma unroll
-      for (int i = 0; i < DK; ++i) reg[i] = St[i * cols + c];
+      for (int i = 0; i < DK; ++i) reg[i] = S[i * d.dv + c0 + c];
+  } else {
+    for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+      St[(e / cw) * cols + e % cw] = S[(e / cw) * d.dv + c0 + e % cw];
+    __syncthreads();
   }
   for (int64_t t = 0; t < d.n; ++t) {
     load_qk(d, q, k, h, t, 1, /*divide=*/true, 0.0f, div, qs, ks);  // synchronizes before and after
@@ -152,21 +166,23 @@ __device__ void recurrent_head_t(const Dims& d, int64_t h, int64_t c0, const T* 
       if constexpr (DK > 0) {
         if (mine)
 #pragma unroll
-          for (int i = 0; i < DK; ++i) St[i * cols + c] = reg[i];
+          for (int i = 0; i < DK; ++i) kept[i * d.dv + c0 + c] = reg[i];
+      } else {
+        __syncthreads();
+        for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+          kept[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
       }
-      __syncthreads();
-      for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
-        kept[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
     }
   }
   if constexpr (DK > 0) {
     if (mine)
 #pragma unroll
-      for (int i = 0; i < DK; ++i) St[i * cols + c] = reg[i];
+      for (int i = 0; i < DK; ++i) S[i * d.dv + c0 + c] = reg[i];
+  } else {
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
+      S[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
   }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < d.dk * cw; e += blockDim.x)
-    S[(e / cw) * d.dv + c0 + e % cw] = St[(e / cw) * cols + e % cw];
 }
 
 // Qwen3.5's dk (128) with the columns in registers; any other in shared memory.

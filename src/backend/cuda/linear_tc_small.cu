@@ -406,8 +406,10 @@ void launch_small(cudaStream_t s, const bf16_t* x, Segs<TO> sg, int n, int in_f,
 // <= 16 rows, the occupancy rule: the widest blocks (32, 16, then 8 columns) that still give >= 64 blocks,
 // all resident at once (one wave) and every chunk in one round. Measured on the H200, fewer and wider
 // blocks stream faster as long as they cover the SMs in one wave (each block's start, fold and exit cost
-// time the weight stream does not hide). Where no width fits one wave (lm_head; gate|up at 16 rows): 16
-// columns, the fastest of the three there. Cached per (n, in_f, out_f, kc, out dtype).
+// time the weight stream does not hide). Where no width fits one wave (lm_head; gate|up at 16 rows) the
+// resident blocks walk the tiles: the width that loads the busiest block least, 16 columns on a tie (the
+// fastest of the three for lm_head when each block had one tile). Cached per (n, in_f, out_f, kc, out
+// dtype).
 template <class TO>
 int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
   static std::mutex mu;
@@ -424,13 +426,27 @@ int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
     return v;
   }();
   auto fits = [&](const Plan& p) { return p.blocks >= 64 && p.blocks <= p.per_sm * sms && p.rounds == 1; };
+  // Where none fits: the width whose busiest resident block streams the fewest columns (its tiles times
+  // their width), 16 on a tie. (The 4B's down_proj, 2,560 columns of 9,216, one 16-warp block per SM: 160
+  // 16-column tiles on 132 blocks stream 32 columns in the busiest, 320 8-column tiles 24.)
+  auto busiest = [&](const Plan& p, int width) {
+    const int res = std::max(1, p.per_sm) * sms;
+    return (p.blocks + res - 1) / res * width;
+  };
+  const Plan p4 = plan<1, 4, TO>(n, in_f, out_f, kc, nw_cap, true);
+  const Plan p2 = plan<1, 2, TO>(n, in_f, out_f, kc, nw_cap, true);
+  const Plan p1 = plan<1, 1, TO>(n, in_f, out_f, kc, nw_cap, true);
   int nt = 2;
-  if (fits(plan<1, 4, TO>(n, in_f, out_f, kc, nw_cap, true)))
+  if (fits(p4))
     nt = 4;
-  else if (fits(plan<1, 2, TO>(n, in_f, out_f, kc, nw_cap, true)))
+  else if (fits(p2))
     nt = 2;
-  else if (fits(plan<1, 1, TO>(n, in_f, out_f, kc, nw_cap, true)))
+  else if (fits(p1))
     nt = 1;
+  else if (busiest(p1, 8) < busiest(p2, 16) && busiest(p1, 8) <= busiest(p4, 32))
+    nt = 1;
+  else if (busiest(p4, 32) < busiest(p2, 16))
+    nt = 4;
   std::lock_guard<std::mutex> lock(mu);
   cache[key] = nt;
   return nt;
