@@ -48,4 +48,6 @@ if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including
   step linear_bench build-cuda/bench/linear_bench 200
 fi
 grep -h "contract \]" "$OUT/contract.log" | head -60 > "$OUT/contract_counts.txt"
+# A device call brings back at most 8 files: everything also goes back as one archive.
+(cd "$OUT" && tar cJf all.tar.xz --exclude=all.tar.xz -- *)
 exit $status
