@@ -31,8 +31,9 @@
 // blockIdx.x + m gridDim.x with one continuous stream per warp, so the next tile's weights load while the
 // current tile folds and stores (a column's arithmetic is the same whichever block computes it).
 //
-// Shapes: x [n, in_f] bf16 (n <= 16 * MT), w [out_f, in_f] bf16, bias [out_f] bf16 or null,
-// out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the caller runs linear_tc.cu).
+// Shapes: x [n, in_f] bf16 (n <= 16 * MT); per weight (up to kMaxSegs, linear_many) w [out_f, in_f] bf16,
+// bias [out_f] bf16 or null, out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the
+// caller runs linear_tc.cu).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -168,16 +169,15 @@ __global__ void __launch_bounds__(512) linear_tc_small_kernel(const bf16_t* __re
   // warp + r * nw while it exists, parts 0 .. n_sub - 1. So the next tile's weights are in flight while the
   // current one's last chunks are computed and folded.
   int next_t = static_cast<int>(blockIdx.x), next_r = 0, next_part = 0;
-  auto next_k =
-      [&](int& tile) {  // k and tile of the next sub-tile to issue (k = in_f: none left), then advance
-        if (next_t < n_tiles && warp + next_r * nw >= n_chunks)
-          next_t += static_cast<int>(gridDim.x), next_r = 0;
-        tile = next_t;
-        if (next_t >= n_tiles) return in_f;
-        const int k = (warp + next_r * nw) * kc + next_part * SUB;
-        if (++next_part == n_sub) next_part = 0, ++next_r;
-        return k;
-      };
+  // k and tile of the next sub-tile to issue (k = in_f: none left), then advance.
+  auto next_k = [&](int& tile) {
+    if (next_t < n_tiles && warp + next_r * nw >= n_chunks) next_t += static_cast<int>(gridDim.x), next_r = 0;
+    tile = next_t;
+    if (next_t >= n_tiles) return in_f;
+    const int k = (warp + next_r * nw) * kc + next_part * SUB;
+    if (++next_part == n_sub) next_part = 0, ++next_r;
+    return k;
+  };
 
   // Prologue: the weights of sub-tiles 0 .. S - 2 (they never depend on the previous kernel), then, once
   // the previous kernel is done (a no-op without programmatic dependent launch), their x in one group.
