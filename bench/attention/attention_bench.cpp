@@ -9,9 +9,10 @@
 // packed into one block when that leaves >= 128 blocks; then forced packed, forced unpacked) and folded in
 // one block per (sequence, head) (test_hooks::set_cuda_attention_partials(false): the kernel's old
 // parallelism), and "64-row": the split-parallel form in attention_tc.cu's 64-row blocks, one warp live,
-// instead of attention_tc_decode.cu's 16-row blocks (test_hooks::set_cuda_attention_decode_form(false)); all
-// must give the same bits. Bound = the K/V bytes read once at 4.3 TB/s. Built with -DTF_BENCH=ON where the
-// CUDA backend is built; runs on the GPU machine:
+// instead of attention_tc_decode.cu's 16-row blocks (test_hooks::set_cuda_attention_decode_form(false)), and
+// "ring": attention_tc_decode.cu's tile ring where production runs attention_tc_decode_chunks.cu's chunks
+// (test_hooks::set_cuda_attention_decode_chunks(0)); all must give the same bits. Bound = the K/V bytes read
+// once at 4.3 TB/s. Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
 //   attention_bench [reps] [split] [CTX B]   (defaults: 20 calls; keys per split: the backend's, 512 (0);
 //                                             CTX B: only the decode cases of that context and batch, for
 //                                             ncu)
@@ -65,8 +66,8 @@ int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
     int64_t heads, kv_heads, d;
   };
   constexpr Dec kDec[] = {{"1B decode", 16, 8, 128}, {"qwen3.5 decode", 8, 2, 256}};
-  std::printf("\n%-15s %4s %5s | %10s %9s %9s %9s %10s %7s %9s %5s\n", "decode", "B", "ctx", "split us",
-              "packed", "unpacked", "64-row us", "1-block us", "speedup", "bound us", "bits");
+  std::printf("\n%-15s %4s %5s | %10s %9s %9s %9s %9s %10s %7s %9s %5s\n", "decode", "B", "ctx", "split us",
+              "packed", "unpacked", "ring us", "64-row us", "1-block us", "speedup", "bound us", "bits");
   int differ = 0;
   for (const Dec& dc : kDec)
     for (int64_t ctx : {200, 2333, 4096})
@@ -108,6 +109,11 @@ int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
           forced_same = forced_same && a == b;
         }
         tf::test_hooks::set_cuda_attention_pack(-1);
+        tf::test_hooks::set_cuda_attention_decode_chunks(0);  // the tile ring whatever the grid
+        const double ring_us = graph_us(s, reps, run);
+        TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
+        forced_same = forced_same && a == b;
+        tf::test_hooks::set_cuda_attention_decode_chunks(-1);
         tf::test_hooks::set_cuda_attention_decode_form(false);  // one live warp in 64-row blocks
         const double old_us = graph_us(s, reps, run);
         TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
@@ -120,9 +126,9 @@ int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
         const double bound = 2.0 * B * ctx * dc.kv_heads * dc.d * 2 / 4.3e12 * 1e6;
         const bool same = a == b && forced_same;
         differ += same ? 0 : 1;
-        std::printf("%-15s %4lld %5lld | %10.1f %9.1f %9.1f %9.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
+        std::printf("%-15s %4lld %5lld | %10.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
                     static_cast<long long>(B), static_cast<long long>(ctx), split_us, forced[0], forced[1],
-                    old_us, one_us, one_us / split_us, bound, same ? "same" : "DIFF");
+                    ring_us, old_us, one_us, one_us / split_us, bound, same ? "same" : "DIFF");
         for (void* p : {qm, km, vm, om, im}) TF_CUDA_CHECK(cudaFree(p));
       }
   std::printf("decode cases whose bits differ between the two forms: %d (must be 0)\n", differ);

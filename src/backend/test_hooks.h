@@ -63,6 +63,10 @@ bool set_cuda_attention_pack(int mode);
 // Few-row paged calls (decode, verification) in attention_tc_decode.cu's 16-row blocks (true, the default) or
 // in attention_tc.cu's 64-row blocks with one live warp; the same bits.
 bool set_cuda_attention_decode_form(bool on);
+// Within that form, calls whose blocks fit on the SMs at once run attention_tc_decode_chunks.cu's chunks of
+// four key tiles: -1 (production) by that rule, 0 never, 1 whenever the call does not fold its key splits in
+// the block; the same bits. False without CUDA.
+bool set_cuda_attention_decode_chunks(int mode);
 // Programmatic dependent launch for the decode step's kernels (backend/cuda/pdl.cuh; on by default,
 // TF_CUDA_PDL=0 turns it off); the same bits either way.
 bool set_cuda_pdl(bool on);

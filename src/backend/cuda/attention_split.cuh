@@ -110,19 +110,27 @@ __device__ __forceinline__ void next_pass(const int* rb, const int* re, int n, i
 // maxima, the running max m and its factor α (exactly 1 when it does not move), P = 2^((s - m) log2 e) packed
 // as bf16 A fragments of 16 keys each, and l = l α + Σ p (each thread's sum over its columns in order, then
 // the quad's). Every flash kernel (attention_tc.cu, attention_tc_wide.cu, attention_tc_decode.cu) runs this
-// same code, so a row's bits do not depend on which of them computes it.
+// same code, so a row's bits do not depend on which of them computes it; attention_tc_decode_chunks.cu runs
+// its four parts (quad_max, advance_max, exp_pack, quad_sum + advance_sum) for several tiles at once.
+__device__ __forceinline__ void quad_max(float& x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ void quad_sum(float& x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// The running max m after a tile whose row max is tmax (the quad's), and the factor α of what came before.
+__device__ __forceinline__ void advance_max(float& m, float tmax, float& alpha) {
+  const float mn = fmaxf(m, tmax);
+  alpha = (mn == m) ? 1.0f : ex2((m - mn) * kLog2e);  // exact no-op when nothing new
+  m = mn;
+}
+__device__ __forceinline__ void advance_sum(float& l, float alpha, float tsum) { l = l * alpha + tsum; }
+// P = 2^((s - m) log2 e) as bf16 A fragments, and the thread's own row sums (its columns in order).
 template <int NS>
-__device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&tmax)[2], float (&m)[2],
-                                               float (&l)[2], float (&alpha)[2], uint32_t (&pf)[NS / 2][4]) {
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 1));
-    tmax[rr] = fmaxf(tmax[rr], __shfl_xor_sync(0xffffffffu, tmax[rr], 2));
-    const float mn = fmaxf(m[rr], tmax[rr]);
-    alpha[rr] = (mn == m[rr]) ? 1.0f : ex2((m[rr] - mn) * kLog2e);  // exact no-op when nothing new
-    m[rr] = mn;
-  }
-  float tsum[2] = {0.0f, 0.0f};
+__device__ __forceinline__ void exp_pack(const float (&s)[NS][4], const float (&m)[2], float (&tsum)[2],
+                                         uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
   for (int b = 0; b < NS; ++b) {
     float p[4];
@@ -135,11 +143,21 @@ __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&
     pf[b / 2][(b % 2) * 2 + 0] = mma::pack_bf16(p[0], p[1]);
     pf[b / 2][(b % 2) * 2 + 1] = mma::pack_bf16(p[2], p[3]);
   }
+}
+template <int NS>
+__device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&tmax)[2], float (&m)[2],
+                                               float (&l)[2], float (&alpha)[2], uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 1);
-    tsum[rr] += __shfl_xor_sync(0xffffffffu, tsum[rr], 2);
-    l[rr] = l[rr] * alpha[rr] + tsum[rr];
+    quad_max(tmax[rr]);
+    advance_max(m[rr], tmax[rr], alpha[rr]);
+  }
+  float tsum[2] = {0.0f, 0.0f};
+  exp_pack<NS>(s, m, tsum, pf);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    quad_sum(tsum[rr]);
+    advance_sum(l[rr], alpha[rr], tsum[rr]);
   }
 }
 
@@ -254,6 +272,13 @@ void launch_attention_tc_decode(int dp, cudaStream_t s, const bf16_t* q, const b
                                 const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k,
                                 int heads, int kv_heads, int d, const AttentionPaging& pg, int split_tiles,
                                 bool folding, const attn::Partials& part, int pack);
+// attention_tc_decode_chunks.cu: the same rows and results for calls that do not fold in the block, key tiles
+// in chunks of four whose scores and exps run in parallel; grid as attention_tc_decode.cu's.
+void launch_attention_tc_decode_chunks(int dp, cudaStream_t s, dim3 grid, const bf16_t* q, const bf16_t* k,
+                                       const bf16_t* v, const int32_t* ranges, float scale, bf16_t* out,
+                                       int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
+                                       const AttentionPaging& pg, int split_tiles, const attn::Partials& part,
+                                       int pack);
 // out[n_q, heads, d] (bf16) = the fold of part's n_split splits per (row, head), in split order.
 void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,
                             bf16_t* out);

@@ -13,10 +13,13 @@
 // order, so a row's bits are those of the same row in prefill (attention_tc.cu, attention_tc_wide.cu): the
 // contract's key-split and invariance tests hold the two to equality.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
@@ -29,7 +32,14 @@ using namespace mma;
 using attn::ex2;
 using attn::kLog2e;
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = 16;
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = attn::kDecRows;
+// When a call runs its key splits in parallel and its blocks fit on the SMs at once,
+// attention_tc_decode_chunks.cu runs them: -1 that rule (production), 0 never, 1 whenever they do not fold;
+// the same bits. Measured on the H200 (BENCHMARKS.md, thirteenth session): the 1B's page decode (2,333 keys:
+// two chunks per split) 604-611 -> 638-650 tok/s; within noise on a short context (one chunk per block), so
+// the ring keeps those. TF_CUDA_ATTENTION_CHUNKS sets it for whole-run A/B,
+// test_hooks::set_cuda_attention_decode_chunks for tests.
+std::atomic<int> g_chunks{env_choice("TF_CUDA_ATTENTION_CHUNKS", -1, 1, -1)};
 
 // DP: head_dim padded to 16; BN: keys per tile; ST: K/V tiles in a ring, the loads of the next ST - 1 in
 // flight while one is computed (a block walks at most a split's tiles, each a dependent block-table read and
@@ -73,8 +83,7 @@ __global__ void __launch_bounds__(kThreads)
   pdl_trigger();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.x, kh = pack > 1 ? h : h / (heads / kv_heads);
-  auto row_q = [&](int r) { return r / pack; };
-  auto row_head = [&](int r) { return pack > 1 ? kh * pack + r % pack : h; };
+  const attn::DecRows R{pack, h, kh};
   const int bq = kRows / pack;  // query rows per block
   const int64_t q_stride = static_cast<int64_t>(heads) * d, kv_stride = static_cast<int64_t>(kv_heads) * d;
   if (threadIdx.x == 0) attn::find_piece(blockIdx.y, bq, n_q, seg_rows, n_seg, tile_i0, tile_rows, tile_seg);
@@ -84,17 +93,7 @@ __global__ void __launch_bounds__(kThreads)
   if (n_rows == 0) return;
   const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
-  for (int c = threadIdx.x; c < kRows * (DP / 8); c += kThreads) {
-    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
-    const bool ok = r < n_rows && dc < d;
-    cp_async16(qs + r * LD + dc, ok ? q + (i0 + row_q(r)) * q_stride + row_head(r) * d + dc : q, ok);
-  }
-  cp_async_commit();
-  for (int r = threadIdx.x; r < kRows; r += kThreads) {
-    const bool ok = r < n_rows;
-    rb[r] = ok ? ranges[2 * (i0 + row_q(r))] : INT_MAX;
-    re[r] = ok ? ranges[2 * (i0 + row_q(r)) + 1] : INT_MIN;
-  }
+  attn::stage_dec_rows<DP, LD, kThreads>(qs, rb, re, R, q, ranges, i0, n_rows, q_stride, d);
 
   const int r_lo = g, r_hi = g + 8;  // this thread's two rows (every warp: the block's 16 rows)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -238,21 +237,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   if (partial) {  // this split's (m, l, acc) of every row, for the merge
-#pragma unroll
-    for (int la = 0; la < 2 * OP; ++la)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int rr = c / 2, a = block_of(la);
-        const int r = rr ? r_hi : r_lo;
-        const int col = a * 8 + 2 * t + c % 2;
-        if (r >= n_rows || a >= NO) continue;
-        const int64_t at = (static_cast<int64_t>(blockIdx.z) * n_q + i0 + row_q(r)) * heads + row_head(r);
-        if (warp == 0 && la == 0 && c % 2 == 0 && t == 0) {
-          part.ml[2 * at] = m[rr];
-          part.ml[2 * at + 1] = l[rr];
-        }
-        if (col < d) part.acc[at * d + col] = acc[la][c];
-      }
+    attn::store_dec_partial<2 * OP, NO>(part, R, m, l, acc, block_of, i0, n_rows, n_q, heads, d, r_lo, r_hi,
+                                        warp == 0);
     return;
   }
 #pragma unroll
@@ -261,7 +247,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < 4; ++c) {
       const int rr = c / 2, a = block_of(la);
       const int r = rr ? r_hi : r_lo;
-      const int64_t i = i0 + row_q(r);
+      const int64_t i = i0 + R.q(r);
       const int col = a * 8 + 2 * t + c % 2;
       if (r >= n_rows || a >= NO || col >= d) continue;
       float val;
@@ -269,7 +255,7 @@ __global__ void __launch_bounds__(kThreads)
         val = L[rr] > 0.0f ? os[(la * 4 + c) * kThreads] / L[rr] : 0.0f;
       else
         val = l[rr] > 0.0f ? acc[la][c] / l[rr] : 0.0f;
-      out[(i * heads + row_head(r)) * d + col] = f2bf(val);
+      out[(i * heads + R.head(r)) * d + col] = f2bf(val);
     }
 }
 
@@ -308,6 +294,12 @@ void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* 
   // Blocks with rows: one piece per segment when the segments are short (decode), else the grid's tiles.
   const int64_t pieces = pg.seg_rows ? std::min<int64_t>(tiles, pg.n_seg + n_q / bq) : tiles;
   const int64_t live = static_cast<int64_t>(grid.x) * pieces * grid.z;
+  const int chunks = g_chunks.load(std::memory_order_relaxed);
+  if (!folding && (chunks == 1 || (chunks < 0 && live <= sms && part.n_split > 0))) {
+    launch_attention_tc_decode_chunks(DP, s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d,
+                                      pg, split_tiles, part, pack);
+    return;
+  }
   if (live <= sms)
     launch_ring<DP, BN, 4>(s, grid, folding, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
                            split_tiles, part, pack);
@@ -338,3 +330,11 @@ void launch_attention_tc_decode(int dp, cudaStream_t s, const bf16_t* q, const b
 }
 
 }  // namespace tf::cuda
+
+namespace tf::test_hooks {
+bool set_cuda_attention_decode_chunks(int mode) {
+  TF_CHECK(mode >= -1 && mode <= 1);
+  tf::cuda::g_chunks.store(mode, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace tf::test_hooks

@@ -362,6 +362,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
       test_hooks::set_cuda_attention_partials(true);
       test_hooks::set_cuda_attention_pack(-1);
       test_hooks::set_cuda_attention_decode_form(true);
+      test_hooks::set_cuda_attention_decode_chunks(-1);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -410,6 +411,17 @@ TEST_F(CudaContract, AttentionKeySplits) {
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
         << "16-row blocks (attention_tc_decode.cu) against 64-row blocks with one live warp";
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_form(true));
+    for (int chunks : {0, 1}) {  // attention_tc_decode_chunks.cu never / whenever the call does not fold
+      ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(chunks));
+      EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables))) << "chunks " << chunks;
+      EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, wide)))
+          << "wide table, chunks " << chunks;
+      EXPECT_TRUE(Exact(pick_rows(prefill, last5), run_paged_rows(dev(), in, pick_rows(in.q, last5),
+                                                                  i32({static_cast<int64_t>(n_seg) + 1}, sr5),
+                                                                  pick_rows(in.ranges, last5), in.tables)))
+          << "verification rows, chunks " << chunks;
+    }
+    ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(-1));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
         << "split-parallel against folded in the block";

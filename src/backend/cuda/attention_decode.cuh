@@ -1,0 +1,71 @@
+// What the two few-row flash forms share (attention_tc_decode.cu: a ring of K/V tiles, the tile's work split
+// among four warps; attention_tc_decode_chunks.cu: chunks of four tiles whose scores and exps run in
+// parallel): the block's 16 rows, its query staging and its stores. Row r of a block is query row i0 + r /
+// pack of head kh · pack + r % pack (packed: the query heads of one kv head share its K/V tiles) or of head h
+// (pack 1). Fragment layout as in mma.cuh: a thread holds rows g and g + 8 (rr = 0, 1) of each 8-wide output
+// block.
+#pragma once
+#include <climits>
+#include <cstdint>
+
+#include "backend/cuda/attention_split.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace tf::cuda::attn {
+
+constexpr int kDecRows = 16;  // query rows of a few-row block: one mma row tile
+
+struct DecRows {
+  int pack, h, kh;  // query heads per block row group, the unpacked head, the packed kv head
+  __device__ int q(int r) const { return r / pack; }
+  __device__ int head(int r) const { return pack > 1 ? kh * pack + r % pack : h; }
+};
+
+// The block's rows into shared memory: q rows (one cp.async group, committed; the caller waits) at stride LD,
+// zeros past d and past n_rows; their key ranges into rb / re (INT_MAX / INT_MIN past n_rows; visible after
+// the caller's next barrier).
+template <int DP, int LD, int THREADS>
+__device__ __forceinline__ void stage_dec_rows(bf16_t* qs, int* rb, int* re, const DecRows& R,
+                                               const bf16_t* __restrict__ q,
+                                               const int32_t* __restrict__ ranges, int64_t i0, int n_rows,
+                                               int64_t q_stride, int d) {
+  for (int c = threadIdx.x; c < kDecRows * (DP / 8); c += THREADS) {
+    const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
+    const bool ok = r < n_rows && dc < d;
+    mma::cp_async16(qs + r * LD + dc, ok ? q + (i0 + R.q(r)) * q_stride + R.head(r) * d + dc : q, ok);
+  }
+  mma::cp_async_commit();
+  for (int r = threadIdx.x; r < kDecRows; r += THREADS) {
+    const bool ok = r < n_rows;
+    rb[r] = ok ? ranges[2 * (i0 + R.q(r))] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + R.q(r)) + 1] : INT_MIN;
+  }
+}
+
+// A split's (m, l, acc) of a thread's rows into the split-parallel workspace (attention_merge.cu folds them):
+// acc[la] is output block block_of(la) (an 8-wide column block of the head, NA of them per thread).
+template <int NA, int NO, class BlockOf>
+__device__ __forceinline__ void store_dec_partial(const Partials& part, const DecRows& R, const float (&m)[2],
+                                                  const float (&l)[2], const float (&acc)[NA][4],
+                                                  BlockOf block_of, int64_t i0, int n_rows, int64_t n_q,
+                                                  int heads, int d, int r_lo, int r_hi, bool writes_ml) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int la = 0; la < NA; ++la)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int rr = c / 2, a = block_of(la);
+      const int r = rr ? r_hi : r_lo;
+      const int col = a * 8 + 2 * t + c % 2;
+      if (r >= n_rows || a >= NO) continue;
+      const int64_t at = (static_cast<int64_t>(blockIdx.z) * n_q + i0 + R.q(r)) * heads + R.head(r);
+      if (writes_ml && la == 0 && c % 2 == 0 && t == 0) {
+        part.ml[2 * at] = m[rr];
+        part.ml[2 * at + 1] = l[rr];
+      }
+      if (col < d) part.acc[at * d + col] = acc[la][c];
+    }
+}
+
+}  // namespace tf::cuda::attn
