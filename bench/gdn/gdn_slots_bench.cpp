@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
         const Tensor* kw = per > 1 ? &kwin.tensor() : nullptr;
         const Tensor* ks = per > 1 ? &kst.tensor() : nullptr;
         const double batched = time_ms(be, reps, [&] {
-          be.causal_conv1d_silu_slots(x, w, win, segs, y, kw);
+          const Tensor yt = y;
+          be.causal_conv1d_silu_slots(x, w, win, segs, std::span<const Tensor>(&yt, 1), kw);
           be.gated_delta_rule_recurrent_slots(q, k, v, g, beta, st, segs, out, ks);
         });
         const double bytes =

@@ -36,6 +36,24 @@ inline DeltaRuleDims delta_rule(const Tensor& q, const Tensor& k, const Tensor& 
 inline void slot_segs_shape(const Tensor& segs) {
   TF_CHECK(segs.rank() == 2 && segs.dim(1) == 6 && segs.dtype == DType::I32);
 }
+// An op's output as consecutive column ranges (ops.h causal_conv1d_silu_slots): 1 to 3 tensors [n, C_i] of
+// dtype t, none aliasing `in`, Σ C_i = C; returns the ranges' ends (unused ones = C).
+struct ColumnParts {
+  int64_t end[3];
+};
+inline ColumnParts column_parts(std::span<const Tensor> out, int64_t n, int64_t C, DType t, const void* in) {
+  TF_CHECK(!out.empty() && out.size() <= 3);
+  ColumnParts p{{C, C, C}};
+  int64_t c = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    TF_CHECK(out[i].rank() == 2 && out[i].dim(0) == n && out[i].dtype == t && out[i].data != in);
+    c += out[i].dim(1);
+    p.end[i] = c;
+  }
+  TF_CHECK(c == C);
+  return p;
+}
+
 struct SlotSeg {
   int64_t r0, r1, slot, pos0, keep0, keep_step;
   int64_t n() const { return r1 - r0; }

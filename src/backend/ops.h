@@ -344,9 +344,12 @@ class Backend {
   // rows; rows outside every segment are not written. keep may be null when no segment keeps.
   static constexpr int64_t kSlotSegCols = 6;
   //   causal_conv1d_silu_slots: x[n, C] act, w[C, K] act, windows[n_slots, C, K-1] act,
-  //   out[n, C] act, keep[n_keep, C, K-1] act.
+  //   out: one [n, C] act, or up to three [n, C_i] act taking consecutive column ranges (Σ C_i = C: a Gated
+  //   DeltaNet layer's q | k | v split by the op's own stores, no gathers after it), keep[n_keep, C, K-1]
+  //   act.
   virtual void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows,
-                                        const Tensor& segs, const Tensor& out, const Tensor* keep) = 0;
+                                        const Tensor& segs, std::span<const Tensor> out,
+                                        const Tensor* keep) = 0;
   //   gated_delta_rule_*_slots: q, k[n, hk, dk] act, v[n, hv, dv] act, g[n, hv] F32, beta[n, hv] act,
   //   states[n_slots, hv, dk, dv] F32, out[n, hv, dv] act, keep[n_keep, hv, dk, dv] F32.
   // chunked: a segment's chunks of 64 are counted from position 0 (its first chunk ends at the next

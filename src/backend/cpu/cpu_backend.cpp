@@ -187,7 +187,7 @@ class CpuBackend final : public Backend {
     cpu::gated_delta_rule_recurrent(pool_, q, k, v, g, beta, state, out);
   }
   void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
-                                const Tensor& out, const Tensor* keep) override {
+                                std::span<const Tensor> out, const Tensor* keep) override {
     cpu::causal_conv1d_silu_slots(pool_, x, w, windows, segs, out, keep);
   }
   void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,

@@ -60,8 +60,13 @@ void delta_rule_slots(const Tensor& q, const Tensor& k, const Tensor& v, const T
 }  // namespace
 
 void causal_conv1d_silu_slots(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& windows,
-                              const Tensor& segs, const Tensor& out, const Tensor* keep) {
-  TF_CHECK(x.rank() == 2 && windows.rank() == 3 && out.shape == x.shape);
+                              const Tensor& segs, std::span<const Tensor> parts, const Tensor* keep) {
+  TF_CHECK(x.rank() == 2 && windows.rank() == 3);
+  opcheck::column_parts(parts, x.dim(0), x.dim(1), x.dtype, x.data);
+  // Several parts: the whole output into a scratch matrix, then its column ranges copied (exact) to them.
+  Buffer whole;
+  if (parts.size() > 1) whole = Buffer(x.dtype, x.shape);
+  const Tensor out = parts.size() > 1 ? whole.view() : parts[0];
   TF_CHECK(!keep || (keep->rank() == 3 && keep->dtype == windows.dtype && keep->dim(1) == windows.dim(1) &&
                      keep->dim(2) == windows.dim(2)));
   const auto all =
@@ -72,6 +77,20 @@ void causal_conv1d_silu_slots(ThreadPool& pool, const Tensor& x, const Tensor& w
       causal_conv1d_silu(pool, x.slice_rows(s.r0 + a, s.r0 + b), w, W, out.slice_rows(s.r0 + a, s.r0 + b));
       if (kept >= 0) copy(W, slot_of(*keep, kept));
     });
+  }
+  if (parts.size() > 1) {
+    const size_t es = dtype_size(x.dtype);
+    const int64_t C = x.dim(1);
+    for (int64_t r = 0; r < x.dim(0); ++r) {
+      int64_t c0 = 0;
+      for (const Tensor& p : parts) {
+        const int64_t wdt = p.dim(1);
+        std::memcpy(static_cast<char*>(p.data) + static_cast<size_t>(r * wdt) * es,
+                    static_cast<const char*>(out.data) + static_cast<size_t>(r * C + c0) * es,
+                    static_cast<size_t>(wdt) * es);
+        c0 += wdt;
+      }
+    }
   }
 }
 

@@ -46,7 +46,7 @@ void gated_delta_rule_recurrent(ThreadPool& pool, const Tensor& q, const Tensor&
                                 const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out);
 // gdn_slots.cpp: the three above over every segment of a step, on a pool of slots (ops.h).
 void causal_conv1d_silu_slots(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& windows,
-                              const Tensor& segs, const Tensor& out, const Tensor* keep);
+                              const Tensor& segs, std::span<const Tensor> out, const Tensor* keep);
 void gated_delta_rule_chunked_slots(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& g, const Tensor& beta, const Tensor& states,
                                     const Tensor& segs, const Tensor& out, const Tensor* keep);

@@ -7,6 +7,8 @@
 //    (segment, channel) walking its rows in order, writing kept windows as it passes them;
 //  - otherwise (prefill in the step): a thread per (row, channel) reading the carried windows, then a
 //    thread per (segment, channel) that writes the kept windows and moves the carried one.
+// The output may be up to three matrices taking consecutive column ranges (a Gated DeltaNet layer's q | k |
+// v): each value is stored where its column's part holds it, nothing else changes.
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
@@ -25,6 +27,18 @@ __device__ __forceinline__ T conv_silu(float acc) {
   return from_f<T>(y / (1.0f + exp_f(-y)));
 }
 
+// The output's column parts: columns [end[i-1], end[i]) are part i, [n, end[i] - end[i-1]] row-major.
+template <class T>
+struct OutCols {
+  T* p[3];
+  int64_t end[3];
+  __device__ T& at(int64_t row, int64_t c) const {
+    const int i = c < end[0] ? 0 : c < end[1] ? 1 : 2;
+    const int64_t c0 = i == 0 ? 0 : end[i - 1];
+    return p[i][row * (end[i] - c0) + c - c0];
+  }
+};
+
 // Segment s of segs[n_seg, 6]: {r0, r1, slot, pos0, keep0, keep_step}.
 struct ConvSeg {
   int64_t r0, n, slot, pos0, keep0, step;
@@ -42,8 +56,8 @@ __device__ ConvSeg conv_seg(const int32_t* segs, int64_t s) {
 // grid (ceil(C / 128), n_seg): thread (segment, c) walks its rows; windows[n_slots, C, K-1] in/out.
 template <class T, class TW>
 __global__ void conv_slots_serial_kernel(const T* __restrict__ x, const TW* __restrict__ w, T* windows,
-                                         const int32_t* __restrict__ segs, T* __restrict__ out, T* keep,
-                                         int64_t C, int K) {
+                                         const int32_t* __restrict__ segs, OutCols<T> out, T* keep, int64_t C,
+                                         int K) {
   pdl_wait();  // pdl.cuh (the decode step's form)
   pdl_trigger();
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -59,7 +73,7 @@ __global__ void conv_slots_serial_kernel(const T* __restrict__ x, const TW* __re
     win[K - 1] = to_f(x[row * C + c]);
     float acc = 0.0f;
     for (int j = 0; j < K; ++j) acc += wf[j] * win[j];
-    out[row * C + c] = conv_silu<T>(acc);
+    out.at(row, c) = conv_silu<T>(acc);
     for (int j = 0; j < K - 1; ++j) win[j] = win[j + 1];
     if (const int64_t kp = sg.kept(t); kp >= 0 && keep)
       for (int j = 0; j < K - 1; ++j) keep[kp * wc + c * (K - 1) + j] = from_f<T>(win[j]);
@@ -72,7 +86,7 @@ __global__ void conv_slots_serial_kernel(const T* __restrict__ x, const TW* __re
 template <class T, class TW>
 __global__ void conv_slots_tokens_kernel(const T* __restrict__ x, const TW* __restrict__ w,
                                          const T* __restrict__ windows, const int32_t* __restrict__ segs,
-                                         T* __restrict__ out, int64_t C, int K) {
+                                         OutCols<T> out, int64_t C, int K) {
   const ConvSeg sg = conv_seg(segs, blockIdx.y);
   const T* state = windows + sg.slot * static_cast<int64_t>(K - 1) * C;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < sg.n * C;
@@ -84,7 +98,7 @@ __global__ void conv_slots_tokens_kernel(const T* __restrict__ x, const TW* __re
       const float xv = i >= 0 ? to_f(x[(sg.r0 + i) * C + c]) : to_f(state[c * (K - 1) + (K - 1) + i]);
       acc += to_f(w[c * K + j]) * xv;
     }
-    out[(sg.r0 + t) * C + c] = conv_silu<T>(acc);
+    out.at(sg.r0 + t, c) = conv_silu<T>(acc);
   }
 }
 
@@ -113,32 +127,33 @@ __global__ void conv_slots_window_kernel(const T* __restrict__ x, T* windows,
 }  // namespace
 
 void launch_causal_conv1d_silu_slots(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& windows,
-                                     const Tensor& segs, const Tensor& out, const Tensor* keep) {
-  TF_CHECK(x.rank() == 2 && w.rank() == 2 && windows.rank() == 3 && out.shape == x.shape);
+                                     const Tensor& segs, std::span<const Tensor> out, const Tensor* keep) {
+  TF_CHECK(x.rank() == 2 && w.rank() == 2 && windows.rank() == 3);
   const int64_t n = x.dim(0), C = x.dim(1), K = w.dim(1), n_seg = segs.dim(0);
+  const opcheck::ColumnParts parts = opcheck::column_parts(out, n, C, x.dtype, x.data);
   opcheck::slot_segs_shape(segs);
   TF_CHECK(K >= 1 && K <= kMaxK && w.dim(0) == C && windows.dim(1) == C && windows.dim(2) == K - 1);
-  TF_CHECK(is_float_act(x.dtype) && out.dtype == x.dtype && windows.dtype == x.dtype &&
-           is_float_act(w.dtype));
+  TF_CHECK(is_float_act(x.dtype) && windows.dtype == x.dtype && is_float_act(w.dtype));
   TF_CHECK(!keep ||
            (keep->rank() == 3 && keep->dtype == x.dtype && keep->dim(1) == C && keep->dim(2) == K - 1));
-  TF_CHECK(out.data != x.data && n_seg <= 65535);
+  TF_CHECK(n_seg <= 65535);
   if (n == 0 || C == 0 || n_seg == 0) return;
   const int k = static_cast<int>(K);
   const dim3 per_channel(blocks_for(C, 128), static_cast<unsigned>(n_seg));
   TF_DISPATCH_ACT(x.dtype, T, {
     T* kp = keep ? ptr<T>(*keep) : nullptr;
+    OutCols<T> oc{{nullptr, nullptr, nullptr}, {parts.end[0], parts.end[1], parts.end[2]}};
+    for (size_t i = 0; i < out.size(); ++i) oc.p[i] = ptr<T>(out[i]);
     TF_DISPATCH_ACT(w.dtype, TW, {
       if (n <= 2 * n_seg || K == 1) {
         launch_pdl(s, per_channel, dim3(128), 0, conv_slots_serial_kernel<T, TW>, ptr<const T>(x),
-                   ptr<const TW>(w), ptr<T>(windows), ptr<const int32_t>(segs), ptr<T>(out), kp, C, k);
+                   ptr<const TW>(w), ptr<T>(windows), ptr<const int32_t>(segs), oc, kp, C, k);
       } else {
         // Blocks per segment: enough for an average segment (any count gives the same bits).
         const int64_t avg = (n + n_seg - 1) / n_seg;
         const dim3 grid(std::min<unsigned>(blocks_for(avg * C, 256), 4096u), static_cast<unsigned>(n_seg));
-        conv_slots_tokens_kernel<T, TW><<<grid, 256, 0, s>>>(ptr<const T>(x), ptr<const TW>(w),
-                                                             ptr<const T>(windows), ptr<const int32_t>(segs),
-                                                             ptr<T>(out), C, k);
+        conv_slots_tokens_kernel<T, TW><<<grid, 256, 0, s>>>(
+            ptr<const T>(x), ptr<const TW>(w), ptr<const T>(windows), ptr<const int32_t>(segs), oc, C, k);
         TF_CUDA_LAUNCHED();
         conv_slots_window_kernel<T><<<per_channel, 128, 0, s>>>(ptr<const T>(x), ptr<T>(windows),
                                                                 ptr<const int32_t>(segs), kp, C, k);

@@ -233,8 +233,8 @@ class CudaBackend final : public Backend {
        [&] { cuda::launch_gated_delta_rule(s_, q, k, v, g, beta, state, out, /*chunked=*/false); });
   }
   void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
-                                const Tensor& out, const Tensor* keep) override {
-    op("causal_conv1d_silu_slots", &x, &out,
+                                std::span<const Tensor> out, const Tensor* keep) override {
+    op("causal_conv1d_silu_slots", &x, out.empty() ? nullptr : &out[0],
        [&] { cuda::launch_causal_conv1d_silu_slots(s_, x, w, windows, segs, out, keep); });
   }
   void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,

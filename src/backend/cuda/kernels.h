@@ -112,7 +112,7 @@ void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, c
 // Every segment of a step on a pool of slots (ops.h *_slots): causal_conv1d_slots.cu and
 // gated_delta_rule_slots.cu, each segment the arithmetic of the one-sequence kernel above.
 void launch_causal_conv1d_silu_slots(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor& windows,
-                                     const Tensor& segs, const Tensor& out, const Tensor* keep);
+                                     const Tensor& segs, std::span<const Tensor> out, const Tensor* keep);
 void launch_gated_delta_rule_slots(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& g, const Tensor& beta, const Tensor& states,
                                    const Tensor& segs, const Tensor& out, const Tensor* keep, bool chunked);

@@ -64,7 +64,6 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
     g.am = b.alloc(DType::I32, {n});
     g.sampled = b.alloc(DType::I32, {n, kGraphSampleWidth});
     g.no_rows = b.alloc(DType::I32, {0, 6});  // no segment takes the chunked rule
-    gdn_split_rows(n, g.gdn_split);
     g.qg = q_gate_rows(n);
     g.mix = mixer_scratch(n, true, true, 0);
   }
@@ -108,13 +107,10 @@ Expected<Buffer> Qwen35Model::decode_graph_step(std::span<const SegRows> parts, 
   const Tensor ids = view(0, {n}), ranges = view(o_ranges, {n, 2}), slots = view(o_slots, {n}),
                seg_rows = view(o_seg, {n + 1}), tables = view(o_tables, {n, width}),
                angles = view(o_angles, {n, half}, DType::F32);
-  GdnStep gdn;  // the arena's segment table (aliases: not owned) and the graph's split rows
+  GdnStep gdn;  // the arena's segment table (aliases: not owned)
   gdn.all = DeviceBuffer(nullptr, view(o_gdn, {n, 6}));
   gdn.recurrent = DeviceBuffer(nullptr, view(o_gdn, {n, 6}));
   gdn.chunked = DeviceBuffer(nullptr, g.no_rows.tensor());
-  gdn.split_q = DeviceBuffer(nullptr, g.gdn_split.split_q.tensor());
-  gdn.split_k = DeviceBuffer(nullptr, g.gdn_split.split_k.tensor());
-  gdn.split_v = DeviceBuffer(nullptr, g.gdn_split.split_v.tensor());
   auto record = [&] {
     b.embedding(ids, w_.embed_tokens, g.h);
     b.rope_cos_sin(angles, g.cos, g.sin);

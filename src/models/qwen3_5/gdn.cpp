@@ -5,7 +5,6 @@
 // The conv/state a segment must keep (each verified row for rollback, each multiple of 64 for the
 // prompt cache) come out of the same calls into the step's keep buffers and are copied to the cache.
 #include <algorithm>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -57,26 +56,7 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
   p.all = up(all);
   p.chunked = up(chunked);
   p.recurrent = up(rec);
-  gdn_split_rows(n, p);
   return p;
-}
-
-void Qwen35Model::gdn_split_rows(int64_t n, GdnStep& p) {
-  // Split channels [q | k | v] with row gathers over units of gcd(dk, dv) channels.
-  Backend& b = backend_;
-  const TextConfig& t = cfg_.text;
-  const int64_t kd = t.linear_num_key_heads * t.linear_key_head_dim;
-  const int64_t vd = t.linear_num_value_heads * t.linear_value_head_dim;
-  const int64_t u = std::gcd(t.linear_key_head_dim, t.linear_value_head_dim), per = (2 * kd + vd) / u;
-  std::vector<int32_t> rq, rk, rv;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < kd / u; ++j) rq.push_back(static_cast<int32_t>(i * per + j));
-    for (int64_t j = 0; j < kd / u; ++j) rk.push_back(static_cast<int32_t>(i * per + kd / u + j));
-    for (int64_t j = 0; j < vd / u; ++j) rv.push_back(static_cast<int32_t>(i * per + 2 * kd / u + j));
-  }
-  p.split_q = upload_i32(b, rq);
-  p.split_k = upload_i32(b, rk);
-  p.split_v = upload_i32(b, rv);
 }
 
 void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegRows> segs,
@@ -89,8 +69,7 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const int64_t kd = hk * dk, vd = hv * dv, conv_dim = 2 * kd + vd;
   const size_t pl = static_cast<size_t>(segs[0].cache->state_layer[l]);
 
-  const Tensor &qkv = m.qkv.tensor(), &conv = m.conv.tensor(), &z = m.z.tensor(), &bb = m.bb.tensor(),
-               &aa = m.aa.tensor();
+  const Tensor &qkv = m.qkv.tensor(), &z = m.z.tensor(), &bb = m.bb.tensor(), &aa = m.aa.tensor();
   TF_CHECK(qkv.dim(0) == n && qkv.dim(1) == conv_dim);
   const Tensor in_w[] = {G.in_proj_qkv, G.in_proj_z, G.in_proj_b, G.in_proj_a}, in_out[] = {qkv, z, bb, aa};
   b.linear_many(x, in_w, in_out);  // one launch on CUDA for a decode step's rows
@@ -98,15 +77,10 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const Tensor &keep_conv = m.keep_conv.tensor(), &keep_state = m.keep_state.tensor();
   const Tensor* kc = plan.n_keep > 0 ? &keep_conv : nullptr;
   const Tensor* ks = plan.n_keep > 0 ? &keep_state : nullptr;
-  b.causal_conv1d_silu_slots(qkv, G.conv1d, states_->windows(pl), plan.all, conv, kc);
-
-  // Split channels [q | k | v] with the step's row gathers over units of gcd(dk, dv) channels.
-  const int64_t u = std::gcd(dk, dv), per = conv_dim / u;
+  // The conv's output channels [q | k | v] go straight to q, k and v (its stores split them).
   const Tensor &q = m.lq.tensor(), &k = m.lk.tensor(), &v = m.lv.tensor();
-  const Tensor units = conv.reshaped({n * per, u});
-  b.gather_rows(units, plan.split_q, q.reshaped({n * kd / u, u}));
-  b.gather_rows(units, plan.split_k, k.reshaped({n * kd / u, u}));
-  b.gather_rows(units, plan.split_v, v.reshaped({n * vd / u, u}));
+  const Tensor qkv_parts[] = {q.reshaped({n, kd}), k.reshaped({n, kd}), v.reshaped({n, vd})};
+  b.causal_conv1d_silu_slots(qkv, G.conv1d, states_->windows(pl), plan.all, qkv_parts, kc);
 
   const Tensor &g = m.g.tensor(), &beta = m.beta.tensor();  // [n_rows, hv]
   b.gdn_gates(aa, bb, G.A_log, G.dt_bias, g, beta);

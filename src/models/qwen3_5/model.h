@@ -107,9 +107,6 @@ struct SegRows {
 // layer, and `keeps` says whose they are.
 struct GdnStep {
   DeviceBuffer all, chunked, recurrent;
-  // gather_rows indices over the conv output viewed as units of gcd(dk, dv) channels: its q, k and v
-  // rows (the same for every linear-attention layer of the step, so made once).
-  DeviceBuffer split_q, split_k, split_v;
   int64_t n_keep = 0;
   struct Keep {
     size_t seg;        // index into the step's segments
@@ -121,12 +118,12 @@ struct GdnStep {
 
 // The mixers' activations for n rows, allocated once per call (a step, an MTP pass) and reused by every
 // layer: full attention's ([n, heads * 2 head_dim] q_proj output, q/gate/attn [n, heads * head_dim],
-// k/v [n, kv_heads * head_dim]) and the Gated DeltaNet's (qkv/conv [n, conv_dim], z/core/normed
+// k/v [n, kv_heads * head_dim]) and the Gated DeltaNet's (qkv [n, conv_dim], z/core/normed
 // [n, hv * dv], b/a/beta [n, hv], g [n, hv] F32, q/k [n, hk, dk], v [n, hv, dv], the kept windows and
 // states [n_keep, ...]). A part the call does not use stays empty.
 struct MixerScratch {
   DeviceBuffer qg, q, gate, k, v, attn;
-  DeviceBuffer qkv, conv, z, bb, aa, lq, lk, lv, g, beta, core, normed, keep_conv, keep_state;
+  DeviceBuffer qkv, z, bb, aa, lq, lk, lv, g, beta, core, normed, keep_conv, keep_state;
 };
 
 // gather_rows indices that split q_proj's output [n, heads * (query | gate)], viewed as [2 n heads,
@@ -170,7 +167,6 @@ struct TextStep {
 // argmax; sampled: with the sample op; logits: neither).
 struct DecodeGraph {
   DeviceBuffer h, cos, sin, xn, o, gu, mid, lg, lf, am, sampled, no_rows;
-  GdnStep gdn_split;  // split_q/k/v of n rows (its segment tables come from the arena)
   QGateRows qg;
   MixerScratch mix;
   struct Recorded {
@@ -257,11 +253,8 @@ class Qwen35Model final : public Model {
   // vision.cpp
   DeviceBuffer vision_tower(const std::vector<Tensor>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
-  // gdn.cpp: the step's segments for the *_slots ops and the q/k/v split of its n_rows rows (once per
-  // step; every cache holds a slot).
+  // gdn.cpp: the step's segments for the *_slots ops (once per step; every cache holds a slot).
   GdnStep plan_gdn(std::span<const SegRows> segs, int64_t n_rows);
-  // gdn.cpp: plan.split_q/k/v for n rows.
-  void gdn_split_rows(int64_t n, GdnStep& plan);
   // text.cpp: the decoder layers over h [n, hidden] (the embedded rows; the residual stream), ending with
   // the final norm's output in in.xn. forward_step's op-by-op steps and the recorded decode steps run it.
   void text_layers(std::span<const SegRows> parts, const TextStep& in, const Tensor& h);

@@ -76,7 +76,6 @@ MixerScratch Qwen35Model::mixer_scratch(int64_t n, bool attn, bool gdn, int64_t 
     const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
     const int64_t conv_dim = 2 * hk * dk + hv * dv;
     m.qkv = b.alloc(act, {n, conv_dim});
-    m.conv = b.alloc(act, {n, conv_dim});
     m.z = b.alloc(act, {n, hv * dv});
     m.bb = b.alloc(act, {n, hv});
     m.aa = b.alloc(act, {n, hv});

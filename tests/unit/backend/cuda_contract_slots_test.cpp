@@ -33,9 +33,12 @@ TEST_F(CudaContract, GdnSlotsBatchedEqualsPerSegmentWithinCuda) {
       for (DType act : kActs) {
         const std::string what = case_str(c, act);
         const auto ref = slotcase::run(dev(), c, act, seed, false),
-                   got = slotcase::run(dev(), c, act, seed, true);
+                   got = slotcase::run(dev(), c, act, seed, true),
+                   split = slotcase::run(dev(), c, act, seed, true, false, /*split_out=*/true);
         seed += 10;
         EXPECT_TRUE(Exact(ref.conv_out, got.conv_out)) << what << " conv out";
+        EXPECT_TRUE(Exact(got.conv_out, split.conv_out)) << what << " conv out as three column ranges";
+        EXPECT_TRUE(Exact(got.windows, split.windows)) << what << " windows (split conv)";
         EXPECT_TRUE(Exact(ref.windows, got.windows)) << what << " windows";
         EXPECT_TRUE(Exact(ref.conv_keep, got.conv_keep)) << what << " kept windows";
         EXPECT_TRUE(Exact(ref.out, got.out)) << what << " delta-rule out";

@@ -75,9 +75,10 @@ inline Tensor slot_of(const Tensor& pool, int64_t i) {
 }
 
 // batched: the *_slots ops; otherwise the per-segment reference. swap_slots: the batched ops with the
-// slots of the first two segments exchanged (a planted wrong slot mapping).
-inline Result run(Backend& be, const Case& c, DType act, uint32_t seed, bool batched,
-                  bool swap_slots = false) {
+// slots of the first two segments exchanged (a planted wrong slot mapping). split_out: the batched conv
+// writes its columns to three matrices (a quarter, a quarter, the rest), reassembled here into one.
+inline Result run(Backend& be, const Case& c, DType act, uint32_t seed, bool batched, bool swap_slots = false,
+                  bool split_out = false) {
   using optest::randn;
   const Layout L = layout(c, swap_slots);
   const int64_t n = L.n, C = c.C, K = c.K;
@@ -100,7 +101,31 @@ inline Result run(Backend& be, const Case& c, DType act, uint32_t seed, bool bat
   if (batched) {
     auto segs = be.alloc(DType::I32, {static_cast<int64_t>(c.segs.size()), 6});
     be.upload(segs, L.segs.data());
-    be.causal_conv1d_silu_slots(dx, dw, dwin, segs, cout, &ckeep.tensor());
+    const int64_t widths[3] = {C / 4, C / 4, C - 2 * (C / 4)};
+    std::vector<DeviceBuffer> parts;
+    std::vector<Tensor> outs;
+    for (int64_t wdt : split_out ? std::span<const int64_t>(widths) : std::span<const int64_t>(&C, 1)) {
+      parts.push_back(be.alloc(act, {n, wdt}));
+      outs.push_back(parts.back().tensor());
+    }
+    be.causal_conv1d_silu_slots(dx, dw, dwin, segs, outs, &ckeep.tensor());
+    if (split_out) {  // the parts' columns back into cout, row by row
+      Buffer whole(act, {n, C});
+      int64_t c0 = 0;
+      const size_t es = dtype_size(act);
+      for (const DeviceBuffer& p : parts) {
+        const Buffer h = download_new(be, p);
+        const int64_t wdt = h.shape()[1];
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(static_cast<char*>(whole.data()) + static_cast<size_t>(r * C + c0) * es,
+                      static_cast<const char*>(h.data()) + static_cast<size_t>(r * wdt) * es,
+                      static_cast<size_t>(wdt) * es);
+        c0 += wdt;
+      }
+      be.upload(cout, whole.data());
+    } else {
+      be.copy(parts[0], cout);
+    }
     if (c.chunked)
       be.gated_delta_rule_chunked_slots(dq, dk, dv, dg, db, dst, segs, out, &skeep.tensor());
     else

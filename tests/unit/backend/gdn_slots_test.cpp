@@ -25,8 +25,11 @@ TEST(GdnSlots, BatchedOpsEqualPerSegmentCalls) {
       SCOPED_TRACE(std::string(c.chunked ? "chunked " : "recurrent ") + std::to_string(c.segs.size()) +
                    " segments " + std::string(dtype_name(act)));
       const auto ref = slotcase::run(*be, c, act, seed, false), got = slotcase::run(*be, c, act, seed, true);
+      const auto split = slotcase::run(*be, c, act, seed, true, false, /*split_out=*/true);
       seed += 10;
       EXPECT_TRUE(same(ref.conv_out, got.conv_out)) << "conv out";
+      EXPECT_TRUE(same(got.conv_out, split.conv_out)) << "conv out written as three column ranges";
+      EXPECT_TRUE(same(got.windows, split.windows) && same(got.out, split.out)) << "split conv: the rest";
       EXPECT_TRUE(same(ref.windows, got.windows)) << "windows";
       EXPECT_TRUE(same(ref.conv_keep, got.conv_keep)) << "kept windows";
       EXPECT_TRUE(same(ref.out, got.out)) << "delta-rule out";

@@ -131,7 +131,7 @@ class PlantedLinearBackend final : public Backend {
     in_.gated_delta_rule_recurrent(q, k, v, g, beta, state, out);
   }
   void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
-                                const Tensor& out, const Tensor* keep) override {
+                                std::span<const Tensor> out, const Tensor* keep) override {
     const DeviceBuffer s = planted_segs(segs);
     in_.causal_conv1d_silu_slots(x, w, windows, s.empty() ? segs : s.tensor(), out, keep);
   }

@@ -159,9 +159,11 @@ class RecordingBackend final : public Backend {
     op([=, this] { in_.gated_delta_rule_recurrent(q, k, v, g, beta, state, out); });
   }
   void causal_conv1d_silu_slots(const Tensor& x, const Tensor& w, const Tensor& windows, const Tensor& segs,
-                                const Tensor& out, const Tensor* keep) override {
+                                std::span<const Tensor> out, const Tensor* keep) override {
     const std::optional<Tensor> kp = keep ? std::optional<Tensor>(*keep) : std::nullopt;
-    op([=, this] { in_.causal_conv1d_silu_slots(x, w, windows, segs, out, kp ? &*kp : nullptr); });
+    op([=, this, parts = std::vector<Tensor>(out.begin(), out.end())] {
+      in_.causal_conv1d_silu_slots(x, w, windows, segs, parts, kp ? &*kp : nullptr);
+    });
   }
   void gated_delta_rule_chunked_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                       const Tensor& beta, const Tensor& states, const Tensor& segs,
