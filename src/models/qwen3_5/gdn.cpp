@@ -19,7 +19,7 @@ constexpr int32_t kDeltaChunk = 64;  // torch_chunk_gated_delta_rule's chunk_siz
 
 }  // namespace
 
-GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs, int64_t n) {
+GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs) {
   GdnStep p;
   std::vector<int32_t> all, chunked, rec;
   for (size_t i = 0; i < segs.size(); ++i) {

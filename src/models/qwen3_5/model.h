@@ -254,7 +254,7 @@ class Qwen35Model final : public Model {
   DeviceBuffer vision_tower(const std::vector<Tensor>& patches,
                             const std::vector<std::pair<int64_t, int64_t>>& grids);
   // gdn.cpp: the step's segments for the *_slots ops (once per step; every cache holds a slot).
-  GdnStep plan_gdn(std::span<const SegRows> segs, int64_t n_rows);
+  GdnStep plan_gdn(std::span<const SegRows> segs);
   // text.cpp: the decoder layers over h [n, hidden] (the embedded rows; the residual stream), ending with
   // the final norm's output in in.xn. forward_step's op-by-op steps and the recorded decode steps run it.
   void text_layers(std::span<const SegRows> parts, const TextStep& in, const Tensor& h);

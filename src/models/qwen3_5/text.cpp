@@ -252,7 +252,7 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
   DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(parts.size()), pg.max_blocks});
   b.upload(tables, pg.tables.data());
 
-  const GdnStep gdn = plan_gdn(parts, n);
+  const GdnStep gdn = plan_gdn(parts);
   const QGateRows qg_rows = n_attn_layers_ > 0 ? q_gate_rows(n) : QGateRows{};
   const MixerScratch mix = mixer_scratch(n, n_attn_layers_ > 0,
                                          n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
