@@ -108,6 +108,7 @@ void test_hooks::fail_backend_op(Backend& b, int64_t n) {
 namespace tf::test_hooks {
 bool set_cuda_linear_small_rows_chunk(int) { return false; }
 bool set_cuda_linear_small_grid_cap(int) { return false; }
+bool set_cuda_fused_linear(bool) { return false; }
 bool set_cuda_linear_large_config(int) { return false; }
 int cuda_linear_large_configs() { return 0; }
 int cuda_linear_large_default() { return 0; }

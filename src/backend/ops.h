@@ -159,6 +159,33 @@ class Backend {
   virtual void add_rms_norm(const Tensor& h, const Tensor& delta, const Tensor& w, float eps,
                             RmsNormKind kind, const Tensor& out) = 0;
 
+  // The decode step's chains of small ops, as one op each so a backend can run them as one kernel (CUDA:
+  // calls of <= 16 rows, backend/cuda/linear_tc_small.cuh); each is bit for bit the ops it names, in turn:
+  // rms_norm_linear: rms_norm(x, norm_w, eps, kind) into xn, then linear_many(xn, w, out) (a layer's norm
+  // and the projections that read it). xn [n, in_f] act is scratch (a fused backend leaves it unwritten);
+  // x must alias neither xn nor an output.
+  virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind,
+                               const Tensor& xn, std::span<const Tensor> w, std::span<const Tensor> out) {
+    rms_norm(x, norm_w, eps, kind, xn);
+    linear_many(xn, w, out);
+  }
+  // rms_norm_linear_glu: the gated MLP up to its down projection: rms_norm(x) into xn, linear(xn,
+  // gate_up) into gu [n, 2d], glu(gu, act) into out [n, d]. xn and gu are scratch.
+  virtual void rms_norm_linear_glu(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind,
+                                   const Tensor& xn, const Tensor& gate_up, const Tensor& gu, ActKind act,
+                                   const Tensor& out) {
+    rms_norm(x, norm_w, eps, kind, xn);
+    linear(xn, gate_up, nullptr, gu);
+    glu(gu, act, out);
+  }
+  // linear_add: a projection into the residual stream: linear(x, w, bias) into y, then add(h, y, h).
+  // y [n, out_f] act is scratch; h [n, out_f] act.
+  virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                          const Tensor& h) {
+    linear(x, w, bias, y);
+    add(h, y, h);
+  }
+
   // layer_norm over the last dim (nn.LayerNorm): x[n, d] act, w[d], b[d] (act or F32), out[n, d].
   // mean and biased variance in f32 (two passes, fixed order); out = rnd((x-mean)*rstd*w + b) with
   // the affine part in f32: one rounding (PyTorch's layer_norm kernel computes in opmath).

@@ -26,6 +26,9 @@ bool set_cuda_linear_small_rows_chunk(int kc);
 // each walking several column tiles; this caps the grid at `blocks` instead (0: the device's), so small
 // calls walk many tiles per block too. The same bits (contract). False where the build has no CUDA backend.
 bool set_cuda_linear_small_grid_cap(int blocks);
+// The fused forms of rms_norm_linear, rms_norm_linear_glu and linear_add (backend/cuda/linear_tc_small.cuh):
+// on (the default) where they apply, or off (the ops they fuse, in turn). False without CUDA.
+bool set_cuda_fused_linear(bool on);
 
 // Which tile configuration runs linears of more than 128 rows: 0 the first one (128 x 128 blocks, the chunk
 // sums in shared memory; cuda_linear_large_default() names the production one), 1 128 x 64 blocks with the

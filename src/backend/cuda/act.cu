@@ -2,42 +2,13 @@
 // ActKind), f32 math in the CPU reference's operation order; act_mul rounds a(gate), then the product.
 #include <algorithm>
 
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/vec8.cuh"
 
 namespace tf::cuda {
 namespace {
-
-template <ActKind K, class T>
-__device__ __forceinline__ float act_one(float x) {
-  if constexpr (K == ActKind::kSilu) {
-    return rnd<T>(x / (1.0f + exp_f(-x)));
-  } else if constexpr (K == ActKind::kGelu) {
-    const float kSqrt1_2 = 0.70710678118654752440f;
-    return rnd<T>(x * 0.5f * (1.0f + erf_f(x * kSqrt1_2)));
-  } else if constexpr (K == ActKind::kGeluTanh) {
-    const float kBeta = 0.7978845608028654f;  // sqrt(2/pi)
-    const float inner = kBeta * (x + 0.044715f * x * x * x);
-    return rnd<T>(0.5f * x * (1.0f + tanh_f(inner)));
-  } else if constexpr (K == ActKind::kGeluNew) {
-    const float kBeta = 0.7978845608028654f;
-    const float c = rnd<T>(rnd<T>(x * x) * x);
-    const float d = rnd<T>(0.044715f * c);
-    const float e = rnd<T>(x + d);
-    const float f = rnd<T>(kBeta * e);
-    const float t = rnd<T>(tanh_f(f));
-    const float h = rnd<T>(1.0f + t);
-    return rnd<T>(rnd<T>(0.5f * x) * h);
-  } else if constexpr (K == ActKind::kQuickGelu) {
-    const float z = rnd<T>(1.702f * x);
-    const float s = rnd<T>(1.0f / (1.0f + exp_f(-z)));
-    return rnd<T>(x * s);
-  } else {
-    static_assert(K == ActKind::kRelu);
-    return x < 0.0f ? 0.0f : x;  // NaN and -0 pass through, as torch.relu
-  }
-}
 
 // glu by columns: thread x of the grid's x takes columns [V x, V x + V) of rows y, y + gridDim.y, ...;
 // act_mul's statement per element (the same bits), with no per-element index division (the grid-stride form

@@ -139,6 +139,39 @@ class CudaBackend final : public Backend {
                     const Tensor& out) override {
     op("add_rms_norm", &h, &out, [&] { cuda::launch_add_rms_norm(s_, h, delta, w, eps, kind, out); });
   }
+  void rms_norm_linear(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind, const Tensor& xn,
+                       std::span<const Tensor> w, std::span<const Tensor> out) override {
+    op("rms_norm_linear", &x, out.empty() ? nullptr : &out[0], [&] {
+      const cuda::SmallFused f{&norm_w, eps, kind};
+      if (cuda::launch_linear_fused(s_, f, x, w, nullptr, out)) return;
+      cuda::launch_rms_norm(s_, x, norm_w, eps, kind, xn);
+      cuda::launch_linear_many(s_, xn, w, out);
+    });
+  }
+  void rms_norm_linear_glu(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind,
+                           const Tensor& xn, const Tensor& gate_up, const Tensor& gu, ActKind act,
+                           const Tensor& out) override {
+    op("rms_norm_linear_glu", &x, &out, [&] {
+      const cuda::SmallFused f{&norm_w, eps, kind, /*glu=*/true, /*add=*/false, act};
+      if (cuda::launch_linear_fused(s_, f, x, std::span<const Tensor>(&gate_up, 1), nullptr,
+                                    std::span<const Tensor>(&out, 1)))
+        return;
+      cuda::launch_rms_norm(s_, x, norm_w, eps, kind, xn);
+      cuda::launch_linear(s_, xn, gate_up, nullptr, gu);
+      cuda::launch_glu(s_, gu, act, out);
+    });
+  }
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                  const Tensor& h) override {
+    op("linear_add", &x, &h, [&] {
+      const cuda::SmallFused f{nullptr, 0.0f, RmsNormKind::kWeight, /*glu=*/false, /*add=*/true};
+      if (cuda::launch_linear_fused(s_, f, x, std::span<const Tensor>(&w, 1), bias,
+                                    std::span<const Tensor>(&h, 1)))
+        return;
+      cuda::launch_linear(s_, x, w, bias, y);
+      cuda::launch_add(s_, h, y, h);
+    });
+  }
   void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
                 const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
                 const Tensor& v_out) override {

@@ -39,6 +39,24 @@ const char* linear_tc_small_name(int which);
 // each column's arithmetic that of a single call.
 bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, std::span<const Tensor> w,
                             std::span<const Tensor* const> bias, std::span<const Tensor> out, int kc);
+// The fused forms of linear_tc_small.cuh, <= 16 rows, bf16 throughout: x is normalised first (norm_w set:
+// rms_norm's statements; w may be several weights, as linear_many), and/or the epilogue is glu over a
+// gate | up weight (glu: out[0] is [n, w[0].dim(0) / 2]) or the residual add out[0] = rnd(out[0] + rnd(y))
+// (add). False (nothing queued) where a form does not apply; the caller then runs the ops it fuses.
+struct SmallFused {
+  const Tensor* norm_w = nullptr;
+  float eps = 0.0f;
+  RmsNormKind kind = RmsNormKind::kWeight;
+  bool glu = false, add = false;
+  ActKind act = ActKind::kSilu;
+};
+bool launch_linear_tc_small_fused(cudaStream_t s, int which, const SmallFused& f, const Tensor& x,
+                                  std::span<const Tensor> w, const Tensor* bias, std::span<const Tensor> out,
+                                  int kc);
+// Backend::rms_norm_linear, rms_norm_linear_glu and linear_add (linear_tc.cu): the fused form where it
+// applies (the small-row configurations on, <= 16 rows), else false and nothing queued.
+bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, std::span<const Tensor> w,
+                         const Tensor* bias, std::span<const Tensor> out);
 // linear_many's tensor-core form (linear_tc.cu): one launch of linear_tc_small.cu for calls of <= 64 rows;
 // false (nothing queued) where it does not apply.
 bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,

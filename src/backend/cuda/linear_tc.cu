@@ -72,6 +72,10 @@ std::atomic<int> g_large_config{
 // and has not run on the GPU yet.
 constexpr int kDefaultSmallConfig = 7;
 std::atomic<int> g_small_config{kDefaultSmallConfig};
+// The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
+// 4 linear_add (7: all, 0: none, the ops they fuse in turn: the same bits); TF_CUDA_FUSED_LINEAR for
+// whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
+std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 7, 7)};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -443,6 +447,15 @@ bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tens
                                 n <= 16 && planted ? planted : kChunk);
 }
 
+bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, std::span<const Tensor> w,
+                         const Tensor* bias, std::span<const Tensor> out) {
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  const int small = g_small_config.load(std::memory_order_relaxed);
+  const int bit = f.add ? 4 : f.glu ? 2 : 1;
+  if (small <= 0 || x.dim(0) > 16 || (g_fused.load(std::memory_order_relaxed) & bit) == 0) return false;
+  return launch_linear_tc_small_fused(s, small, f, x, w, bias, out, planted ? planted : kChunk);
+}
+
 bool linear_tc_applies(const Tensor& x, const Tensor& w) {
   return x.dtype == DType::BF16 && w.dtype == DType::BF16;
 }
@@ -462,6 +475,10 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 }  // namespace tf::cuda
 
 namespace tf::test_hooks {
+bool set_cuda_fused_linear(bool on) {
+  tf::cuda::g_fused.store(on ? 7 : 0, std::memory_order_relaxed);
+  return true;
+}
 bool set_cuda_linear_large_config(int which) {
   TF_CHECK(which >= 0 && which < tf::cuda::linear_tc_large_end());
   tf::cuda::g_large_config.store(which, std::memory_order_relaxed);

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,29 @@ inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_up_proj, c
   b.glu(gu, act, mid);
   b.linear(mid, down_proj, nullptr, out);
 }
+
+// Backend's chains of small ops (rms_norm_linear, rms_norm_linear_glu, linear_add; one kernel each on a
+// fusing backend), or, while a forward captures its stages, Backend's own definitions of them: the ops they
+// chain, in turn (the same bits), so the intermediate tensors the captures read are written.
+struct Chains {
+  Backend& b;
+  bool fuse;
+  void rms_norm_linear(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind, const Tensor& xn,
+                       std::span<const Tensor> w, std::span<const Tensor> out) const {
+    fuse ? b.rms_norm_linear(x, norm_w, eps, kind, xn, w, out)
+         : b.Backend::rms_norm_linear(x, norm_w, eps, kind, xn, w, out);
+  }
+  void rms_norm_linear_glu(const Tensor& x, const Tensor& norm_w, float eps, RmsNormKind kind,
+                           const Tensor& xn, const Tensor& gate_up, const Tensor& gu, ActKind act,
+                           const Tensor& out) const {
+    fuse ? b.rms_norm_linear_glu(x, norm_w, eps, kind, xn, gate_up, gu, act, out)
+         : b.Backend::rms_norm_linear_glu(x, norm_w, eps, kind, xn, gate_up, gu, act, out);
+  }
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
+                  const Tensor& h) const {
+    fuse ? b.linear_add(x, w, bias, y, h) : b.Backend::linear_add(x, w, bias, y, h);
+  }
+};
 
 // Recorded decode steps (lighton_ocr/text.cpp, qwen3_5/decode_graph.cpp): the sampled graph's output records
 // hold OpenAI's most top_logprobs (20) per row.

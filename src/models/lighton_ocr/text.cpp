@@ -46,9 +46,10 @@ LightOnOcrModel::TextScratch LightOnOcrModel::text_scratch(int64_t n) {
 }
 
 // Embedding (+ the segments' image rows when `rows` is given), RoPE table, every layer, the final norm
-// into s.xn. Per layer: add_rms_norm (the previous layer's residual add + this norm), the fused q/k/v
-// linear, qkv_prep (q/k norms, RoPE, K/V into the pool), paged attention, o_proj, add_rms_norm, the fused
-// gate/up linear, glu, down_proj; the last layer's residual add meets the final norm.
+// into s.xn. Per layer: the norm and the fused q/k/v linear (rms_norm_linear), qkv_prep (q/k norms, RoPE,
+// K/V into the pool), paged attention, o_proj into the residual stream (linear_add), the norm, gate/up
+// linear and glu (rms_norm_linear_glu), down_proj into the residual stream; then the final norm. (Chains:
+// op by op while capturing, whose s.o a fusing backend leaves unwritten.)
 void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
                                  std::span<const Segment> segs) {
   const TextConfig& t = cfg_.text;
@@ -68,27 +69,30 @@ void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, con
   capture(capture_, b, pre + ".rotary_emb.sin", s.sin);
 
   auto bias = [](const DeviceBuffer& d) { return d.empty() ? nullptr : &d.tensor(); };
+  const Chains c{b, !capture_};
   const size_t n_layers = w_.text_layers.size();
   for (size_t l = 0; l < n_layers; ++l) {
     const TextLayerWeights& L = w_.text_layers[l];
     const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
-    if (l == 0) b.rms_norm(s.h, L.input_layernorm, eps, RmsNormKind::kWeight, s.xn);
-    b.linear(s.xn, L.qkv_proj, bias(L.qkv_bias), s.qkv);
+    const Tensor qkv_w[] = {L.qkv_proj.tensor()}, qkv_out[] = {s.qkv.tensor()};
+    if (L.qkv_bias.empty()) {
+      c.rms_norm_linear(s.h, L.input_layernorm, eps, RmsNormKind::kWeight, s.xn, qkv_w, qkv_out);
+    } else {
+      b.rms_norm(s.h, L.input_layernorm, eps, RmsNormKind::kWeight, s.xn);
+      b.linear(s.xn, L.qkv_proj, &L.qkv_bias.tensor(), s.qkv);
+    }
     b.qkv_prep(s.qkv, &L.q_norm.tensor(), &L.k_norm.tensor(), eps, s.cos, s.sin, &in.slots, s.q, pool.k(l),
                pool.v(l));
     b.paged_attention(s.q, pool.k(l), pool.v(l), in.tables, in.seg_rows, in.ranges, scale, s.attn);
-    b.linear(s.attn.tensor().reshaped({n, nh * hd}), L.o_proj, bias(L.o_bias), s.o);
+    c.linear_add(s.attn.tensor().reshaped({n, nh * hd}), L.o_proj, bias(L.o_bias), s.o, s.h);
     capture(capture_, b, name + ".self_attn", s.o);
-    b.add_rms_norm(s.h, s.o, L.post_attention_layernorm, eps, RmsNormKind::kWeight, s.xn);
-    b.linear(s.xn, L.gate_up_proj, nullptr, s.gu);
-    b.glu(s.gu, ActKind::kSilu, s.mid);
-    b.linear(s.mid, L.down_proj, nullptr, s.o);
+    c.rms_norm_linear_glu(s.h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, s.xn, L.gate_up_proj,
+                          s.gu, ActKind::kSilu, s.mid);
+    c.linear_add(s.mid, L.down_proj, nullptr, s.o, s.h);
     capture(capture_, b, name + ".mlp", s.o);
-    const Tensor& next_norm =
-        l + 1 < n_layers ? w_.text_layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
-    b.add_rms_norm(s.h, s.o, next_norm, eps, RmsNormKind::kWeight, s.xn);
     capture(capture_, b, name, s.h);
   }
+  b.rms_norm(s.h, w_.norm, eps, RmsNormKind::kWeight, s.xn);
   capture(capture_, b, pre + ".norm", s.xn);
 }
 

@@ -59,12 +59,12 @@ GdnStep Qwen35Model::plan_gdn(std::span<const SegRows> segs) {
   return p;
 }
 
-void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegRows> segs,
-                                 const GdnStep& plan, const MixerScratch& m, const Tensor& out) {
+void Qwen35Model::gated_deltanet(size_t l, const MixerIo& io, std::span<const SegRows> segs,
+                                 const GdnStep& plan, const MixerScratch& m) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
   const LinearAttnWeights& G = w_.layers[l].linear;
-  const int64_t n = x.dim(0), hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
+  const int64_t n = io.x.dim(0), hk = t.linear_num_key_heads, hv = t.linear_num_value_heads;
   const int64_t dk = t.linear_key_head_dim, dv = t.linear_value_head_dim;
   const int64_t kd = hk * dk, vd = hv * dv, conv_dim = 2 * kd + vd;
   const size_t pl = static_cast<size_t>(segs[0].cache->state_layer[l]);
@@ -72,7 +72,7 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const Tensor &qkv = m.qkv.tensor(), &z = m.z.tensor(), &bb = m.bb.tensor(), &aa = m.aa.tensor();
   TF_CHECK(qkv.dim(0) == n && qkv.dim(1) == conv_dim);
   const Tensor in_w[] = {G.in_proj_qkv, G.in_proj_z, G.in_proj_b, G.in_proj_a}, in_out[] = {qkv, z, bb, aa};
-  b.linear_many(x, in_w, in_out);  // one launch on CUDA for a decode step's rows
+  mixer_in(io, in_w, in_out);
   // Kept windows and states of this layer: [n_keep, conv_dim, K-1] act and [n_keep, hv, dk, dv] F32.
   const Tensor &keep_conv = m.keep_conv.tensor(), &keep_state = m.keep_state.tensor();
   const Tensor* kc = plan.n_keep > 0 ? &keep_conv : nullptr;
@@ -107,7 +107,7 @@ void Qwen35Model::gated_deltanet(size_t l, const Tensor& x, std::span<const SegR
   const Tensor& normed = m.normed.tensor();
   b.rms_norm_gated(core.reshaped({n * hv, dv}), z.reshaped({n * hv, dv}), G.norm,
                    static_cast<float>(t.rms_norm_eps), normed.reshaped({n * hv, dv}));
-  b.linear(normed, G.out_proj, nullptr, out);
+  mixer_out(io, normed, G.out_proj);
 }
 
 }  // namespace tf::qwen3_5

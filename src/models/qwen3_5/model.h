@@ -126,6 +126,18 @@ struct MixerScratch {
   DeviceBuffer qkv, z, bb, aa, lq, lk, lv, g, beta, core, normed, keep_conv, keep_state;
 };
 
+// Where a mixer reads and writes around the residual stream: x its input [n_rows, hidden] (norm set: x is
+// the residual stream and the input projections read rms_norm(x, *norm), kOnePlusWeight, with xn their
+// scratch: Backend::rms_norm_linear), out its output (residual set: out is scratch and the output projection
+// adds into *residual: Backend::linear_add).
+struct MixerIo {
+  const Tensor& x;
+  const Tensor& out;
+  const Tensor* norm = nullptr;
+  const Tensor* xn = nullptr;
+  const Tensor* residual = nullptr;
+};
+
 // gather_rows indices that split q_proj's output [n, heads * (query | gate)], viewed as [2 n heads,
 // head_dim], into its query rows and its gate rows: made once per call, shared by the call's full-attention
 // layers.
@@ -270,16 +282,19 @@ class Qwen35Model final : public Model {
   // delta rule of all segments in one call each, in place on their state slots; decode_rows segments
   // keep each row's conv window and state in cache.kept, prompt-cache segments each multiple of 64's
   // in cache.block_states.
-  void gated_deltanet(size_t layer, const Tensor& x, std::span<const SegRows> segs, const GdnStep& plan,
-                      const MixerScratch& m, const Tensor& out);
+  void gated_deltanet(size_t layer, const MixerIo& io, std::span<const SegRows> segs, const GdnStep& plan,
+                      const MixerScratch& m);
   // text.cpp: one gated full-attention mixer over x[n_rows, hidden]. With paged, every row scatters
   // its K/V into the pool at slots[n_rows] (I32) and one paged_attention reads them; otherwise
   // segment s scatters its rows into kv[s]'s contiguous K/V at slots and attends to it.
   // ranges[n_rows, 2] I32: each row's keys in logical positions.
-  void full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos, const Tensor& sin,
+  void full_attention(const FullAttnWeights& A, const MixerIo& io, const Tensor& cos, const Tensor& sin,
                       const Tensor& slots, const Tensor& ranges, const PagedKv* paged,
-                      std::span<const AttnKv> kv, const QGateRows& split, const MixerScratch& m,
-                      const Tensor& out);
+                      std::span<const AttnKv> kv, const QGateRows& split, const MixerScratch& m);
+  // text.cpp: a mixer's input projections of io.x (normalised first where io.norm is set) and its output
+  // projection of a into io.out or, with io.residual, added into the residual stream.
+  void mixer_in(const MixerIo& io, std::span<const Tensor> w, std::span<const Tensor> out);
+  void mixer_out(const MixerIo& io, const Tensor& a, const Tensor& w);
   // text.cpp: MixerScratch for n rows: attention's parts when attn, the Gated DeltaNet's (with n_keep kept
   // rows) when gdn.
   MixerScratch mixer_scratch(int64_t n, bool attn, bool gdn, int64_t n_keep);

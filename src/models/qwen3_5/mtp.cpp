@@ -143,8 +143,8 @@ DeviceBuffer Qwen35Model::mtp_rows(std::span<const SegRows> segs, const Tensor& 
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
   b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
-  full_attention(L.attn, xn, cos, sin, upload_i32(b, pos), dranges, nullptr, kv, q_gate_rows(n),
-                 mixer_scratch(n, true, false, 0), o);
+  full_attention(L.attn, {xn, o}, cos, sin, upload_i32(b, pos), dranges, nullptr, kv, q_gate_rows(n),
+                 mixer_scratch(n, true, false, 0));
   b.add(h, o, h);
   b.rms_norm(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, xn);
   gated_mlp(b, xn, L.mlp.gate_up_proj, L.mlp.down_proj, ActKind::kSilu, gu, mid, o);

@@ -15,13 +15,28 @@
 
 namespace tf::qwen3_5 {
 
-void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, const Tensor& cos,
+void Qwen35Model::mixer_in(const MixerIo& io, std::span<const Tensor> w, std::span<const Tensor> out) {
+  if (io.norm)
+    Chains{backend_, !capture_}.rms_norm_linear(io.x, *io.norm, static_cast<float>(cfg_.text.rms_norm_eps),
+                                                RmsNormKind::kOnePlusWeight, *io.xn, w, out);
+  else
+    backend_.linear_many(io.x, w, out);  // one launch on CUDA for a decode step's rows
+}
+
+void Qwen35Model::mixer_out(const MixerIo& io, const Tensor& a, const Tensor& w) {
+  if (io.residual)
+    Chains{backend_, !capture_}.linear_add(a, w, nullptr, io.out, *io.residual);
+  else
+    backend_.linear(a, w, nullptr, io.out);
+}
+
+void Qwen35Model::full_attention(const FullAttnWeights& A, const MixerIo& io, const Tensor& cos,
                                  const Tensor& sin, const Tensor& slots, const Tensor& ranges,
                                  const PagedKv* paged, std::span<const AttnKv> kv, const QGateRows& split,
-                                 const MixerScratch& m, const Tensor& out) {
+                                 const MixerScratch& m) {
   Backend& b = backend_;
   const TextConfig& t = cfg_.text;
-  const int64_t n = x.dim(0), nh = t.num_attention_heads, nkv = t.num_key_value_heads, D = t.head_dim;
+  const int64_t n = io.x.dim(0), nh = t.num_attention_heads, nkv = t.num_key_value_heads, D = t.head_dim;
   const int64_t qd = nh * D, kvd = nkv * D;
   const float eps = static_cast<float>(t.rms_norm_eps);
 
@@ -29,7 +44,7 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
                &v = m.v.tensor(), &attn = m.attn.tensor();
   TF_CHECK(qg.dim(0) == n && qg.dim(1) == 2 * qd && k.dim(1) == kvd);
   const Tensor in_w[] = {A.q_proj, A.k_proj, A.v_proj}, in_out[] = {qg, k, v};
-  b.linear_many(x, in_w, in_out);  // one launch on CUDA for a decode step's rows
+  mixer_in(io, in_w, in_out);
   const Tensor halves = qg.reshaped({2 * n * nh, D});
   b.gather_rows(halves, split.q, q.reshaped({n * nh, D}));
   b.gather_rows(halves, split.gate, gate.reshaped({n * nh, D}));
@@ -54,7 +69,7 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const Tensor& x, cons
                 ah.slice_rows(s.r0, s.r1));
   }
   b.sigmoid_mul(attn, gate, attn);
-  b.linear(attn, A.o_proj, nullptr, out);
+  mixer_out(io, attn, A.o_proj);
 }
 
 MixerScratch Qwen35Model::mixer_scratch(int64_t n, bool attn, bool gdn, int64_t n_keep) {
@@ -148,28 +163,31 @@ void Qwen35Model::text_layers(std::span<const SegRows> parts, const TextStep& in
   const TextConfig& t = cfg_.text;
   const float eps = static_cast<float>(t.rms_norm_eps);
   const std::string pre = "model.language_model";
-  // Each residual add meets the next norm (add_rms_norm); the last one the final norm.
+  // Each mixer's input norm meets its input projections (rms_norm_linear), its output projection adds into h
+  // (linear_add); the MLP's norm, gate/up linear and glu are one op (rms_norm_linear_glu), its down_proj adds
+  // into h; Chains runs them op by op while capturing.
+  const Chains c{b, !capture_};
   const size_t n_layers = w_.layers.size();
   for (size_t l = 0; l < n_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     const std::string name = capture_ ? pre + ".layers." + std::to_string(l) : std::string();
-    if (l == 0) b.rms_norm(h, L.input_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn);
+    const MixerIo io{h, in.o, &L.input_layernorm.tensor(), &in.xn, &h};
     if (L.full_attention) {
       const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
       const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &in.tables, &in.seg_rows};
-      full_attention(L.attn, in.xn, in.cos, in.sin, in.slots, in.ranges, &paged, {}, in.qg, in.mix, in.o);
+      full_attention(L.attn, io, in.cos, in.sin, in.slots, in.ranges, &paged, {}, in.qg, in.mix);
       capture(capture_, b, name + ".self_attn", in.o);
     } else {
-      gated_deltanet(l, in.xn, parts, in.gdn, in.mix, in.o);
+      gated_deltanet(l, io, parts, in.gdn, in.mix);
       capture(capture_, b, name + ".linear_attn", in.o);
     }
-    b.add_rms_norm(h, in.o, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn);
-    gated_mlp(b, in.xn, L.mlp.gate_up_proj, L.mlp.down_proj, ActKind::kSilu, in.gu, in.mid, in.o);
+    c.rms_norm_linear_glu(h, L.post_attention_layernorm, eps, RmsNormKind::kOnePlusWeight, in.xn,
+                          L.mlp.gate_up_proj, in.gu, ActKind::kSilu, in.mid);
+    c.linear_add(in.mid, L.mlp.down_proj, nullptr, in.o, h);
     capture(capture_, b, name + ".mlp", in.o);
-    const Tensor& next_norm = l + 1 < n_layers ? w_.layers[l + 1].input_layernorm.tensor() : w_.norm.tensor();
-    b.add_rms_norm(h, in.o, next_norm, eps, RmsNormKind::kOnePlusWeight, in.xn);
     capture(capture_, b, name, h);
   }
+  b.rms_norm(h, w_.norm, eps, RmsNormKind::kOnePlusWeight, in.xn);
   capture(capture_, b, pre + ".norm", in.xn);
 }
 
