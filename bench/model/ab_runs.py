@@ -6,6 +6,8 @@ that must keep every bit (a kernel's launch shape, a fused op) shows its speed a
   python3 bench/model/ab_runs.py TENSORFOLD ENVS SHAPES [NEW]
 
 ENVS: JSON {"label": {"VAR": "value", ...}, ...} (e.g. '{"old": {"TF_CUDA_LINEAR_SMALL_GRID": "1000000"}, "new": {}}');
+a label's value may also be ["OTHER_TENSORFOLD", {env}]: that binary instead of TENSORFOLD (two builds, e.g. the
+commit before a change, in the same call);
 SHAPES: comma-separated gpu_bench.py FULL_SHAPES keys (lighton-1b, qwen3_5-0.8b, qwen3_5-4b); NEW: new tokens (128).
 """
 import json
@@ -46,8 +48,9 @@ def main(argv):
         for img in (os.path.join(ROOT, "examples", "paragraph.png"), os.path.join(ROOT, PAGES[fam])):
             for _ in range(2):
                 for label, env in envs.items():
+                    bin_, env = (os.path.abspath(env[0]), env[1]) if isinstance(env, list) else (exe, env)
                     print(f"{os.path.basename(ckpt):22s} {os.path.basename(img):22s} {label:6s} "
-                          f"{run(exe, ckpt, img, new, env)}", flush=True)
+                          f"{run(bin_, ckpt, img, new, env)}", flush=True)
     return 0
 
 
