@@ -113,7 +113,7 @@ void expect_chains_equal_ops(Backend& be, const std::vector<int64_t>& rows, bool
         EXPECT_EQ(all_zero(f.scratch), expect_fused) << cat("rms_norm_linear ", n, " rows: xn written?");
       }
       // rms_norm_linear_glu: the 1B's gate|up (1024 -> 2 x 3072) and an odd d (2560 -> 2 x 1100).
-      for (const auto [in_f, d] : {std::pair<int64_t, int64_t>{1024, 3072}, {2560, 1100}}) {
+      for (const auto& [in_f, d] : {std::pair<int64_t, int64_t>{1024, 3072}, {2560, 1100}}) {
         const Buffer h = randn(kBF16, {n, in_f}, seed++, 3.0f),
                      nw = uniform(kBF16, {in_f}, seed++, 0.5f, 1.5f);
         const Buffer gate_up = randn(kBF16, {2 * d, in_f}, seed++, 0.03f);
@@ -125,7 +125,7 @@ void expect_chains_equal_ops(Backend& be, const std::vector<int64_t>& rows, bool
       }
     }
     // linear_add: the 1B's o_proj (2048 -> 1024) with a bias, down_proj (3072 -> 1024), an odd width.
-    for (const auto [in_f, out_f] : {std::pair<int64_t, int64_t>{2048, 1024}, {3072, 1024}, {1000, 1001}}) {
+    for (const auto& [in_f, out_f] : {std::pair<int64_t, int64_t>{2048, 1024}, {3072, 1024}, {1000, 1001}}) {
       const Buffer x = randn(kBF16, {n, in_f}, seed++), w = randn(kBF16, {out_f, in_f}, seed++, 0.03f);
       const Buffer h = randn(kBF16, {n, out_f}, seed++, 3.0f), bias = randn(kBF16, {out_f}, seed++);
       const Buffer* bp = in_f == 2048 ? &bias : nullptr;
