@@ -18,9 +18,10 @@
 // floor is 3.2 us against 2.0 here), 12 chunks in two rounds of 8 warps, and 8-column blocks (qkv 512 blocks,
 // lm_head 19,000) where 16-column ones stream faster.
 //
-// This kernel: a block owns BN = 8 * NT output columns over all of k; its nw warps (nw = min(chunks, a
-// cap), a launch parameter) take chunks w, w + nw, ... Each lane computes its copy addresses once; a
-// sub-tile's copies are then kWVec + kXVec unrolled cp.async with fixed offsets. A warp streams its
+// The kernel (linear_tc_small.cuh, with the fused forms this file also launches:
+// launch_linear_tc_small_fused): a block owns BN = 8 * NT output columns over all of k; its nw warps (nw =
+// min(chunks, a cap), a launch parameter) take chunks w, w + nw, ... Each lane computes its copy addresses
+// once; a sub-tile's copies are then kWVec + kXVec unrolled cp.async with fixed offsets. A warp streams its
 // sub-tiles (SUB of k, x rows then w rows) through its own S-deep ring: the first S - 1 (a whole
 // 256-chunk at SUB 64, S 5) are in flight before any math. The partials meet in shared memory and are
 // added in chunk order once per round of nw chunks (one round up to 16 chunks). With programmatic
@@ -31,6 +32,7 @@
 // blockIdx.x + m gridDim.x with one continuous stream per warp, so the next tile's weights load while the
 // current tile folds and stores (a column's arithmetic is the same whichever block computes it).
 //
+// This file: the candidate configurations (kVariants) and the entry points.
 // Shapes: x [n, in_f] bf16 (n <= 16 * MT); per weight (up to kMaxSegs, linear_many) w [out_f, in_f] bf16,
 // bias [out_f] bf16 or null, out [n, out_f] bf16/f32; in_f % 8 == 0 and 16-byte aligned x and w (else the
 // caller runs linear_tc.cu).
