@@ -32,12 +32,14 @@ struct QkvCase {
   int64_t n, heads, kv, d, r;
   bool norm, slots;
 };
-// CUDA (qkv_prep.cu): 130 rows with norms in the warp form, 157 without in the plain form, the others in the
-// block form (1040-wide heads: the block form whatever the rows).
+// CUDA (qkv_prep.cu): 130 rows with norms in the warp form; 157 and 140 without in the plain form 8 values
+// wide (partial and full rotary), 129 in the plain form a value wide (r / 2 not a multiple of 8); the others
+// in the block form (1040-wide heads: the block form whatever the rows).
 const QkvCase kQkvCases[] = {{1, 16, 8, 128, 128, true, true},   {7, 3, 1, 64, 64, true, false},
                              {33, 2, 2, 256, 64, true, true},    {5, 4, 4, 64, 64, false, false},
                              {130, 16, 8, 128, 128, true, true}, {3, 2, 1, 34, 18, false, true},
-                             {2, 2, 1, 1040, 64, true, true},    {157, 4, 2, 64, 32, false, true}};
+                             {2, 2, 1, 1040, 64, true, true},    {157, 4, 2, 64, 32, false, true},
+                             {140, 3, 3, 64, 64, false, false},  {129, 2, 1, 48, 24, false, true}};
 
 struct QkvInputs {
   Buffer qkv, qn, kn, cos, sin, slots, k0, v0;  // k0, v0: the K/V rows before the call
