@@ -4,8 +4,8 @@
 // (slots[i] or i); a v head is copied to its K/V row. Each value goes through exactly the arithmetic
 // of rms_norm -> rope -> scatter_rows on this backend, so the fused op and the unfused ops give the
 // same bits (the contract test checks it), in one launch instead of six. Calls of >= kRowFormMinRows rows run
-// the plain form without norms (qkv_prep_plain8_kernel: a thread per 8 values, or qkv_prep_plain_kernel: per
-// value or rope pair, where rows are not 16-byte multiples), else the warp form
+// the plain form without norms (qkv_prep_plain_kernel: a thread per 8 values, or per value where rows are
+// not 16-byte multiples), else the warp form
 // for heads up to 1024 wide (qkv_prep_warp_kernel: a warp per (row, head)); the rest the block form
 // (qkv_prep_kernel).
 //
@@ -133,11 +133,31 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int j = r + lane; j < d; j += 32) dst[j] = from_f<T>(sx[j]);
 }
 
+// W consecutive values as f32 (W = 8: one 16-byte bf16 access, vec8.cuh) and back with a scalar store's
+// rounding.
+template <int W, class T>
+__device__ __forceinline__ void load_w(const T* __restrict__ p, float (&v)[W]) {
+  if constexpr (W == 8)
+    load8(p, v);
+  else
+    for (int k = 0; k < W; ++k) v[k] = to_f(p[k]);
+}
+template <int W, class T>
+__device__ __forceinline__ void store_w(T* __restrict__ p, const float (&v)[W]) {
+  if constexpr (W == 8)
+    store8(p, v);
+  else
+    for (int k = 0; k < W; ++k) p[k] = from_f<T>(v[k]);
+}
+
 // Without q and k norms (the vision towers) a value needs nothing of its head but its rope partner: thread x
-// of the grid's x takes position e = x of the row's (heads + 2 kv) * d (head e / d, dimension e % d) in rows
-// y, y + gridDim.y, ...: a v value is copied, a pair (j, j + r/2) of a q or k head rotated by the thread of j
-// (the kernels' rope statements), dimensions >= r passed through. No staging, no barrier.
-template <class T>
+// of the grid's x takes the W consecutive positions e = W x .. W x + W - 1 of the row's (heads + 2 kv) * d
+// (one head's dims j .. j + W - 1) in rows y, y + gridDim.y, ...: v values are copied, q or k values below r
+// / 2 rotated with their partners j + r/2 (the kernels' rope statements, value by value), those at or past r
+// passed through. No staging, no barrier. W = 8 where rows are 16-byte multiples (d % 8 == 0, r % 16 == 0):
+// one value per thread left a vision call ([9,350, 3,072]) 112,000 blocks with too few bytes in flight, 165
+// us for 28 us of bytes; 8 per thread take 91 (BENCHMARKS.md).
+template <class T, int W>
 __global__ void qkv_prep_plain_kernel(const T* __restrict__ qkv, const T* __restrict__ cos,
                                       const T* __restrict__ sin, const int32_t* __restrict__ slots,
                                       T* __restrict__ q_out, T* __restrict__ k_out, T* __restrict__ v_out,
@@ -145,78 +165,43 @@ __global__ void qkv_prep_plain_kernel(const T* __restrict__ qkv, const T* __rest
   pdl_wait();  // pdl.cuh
   pdl_trigger();
   const int per_row = heads + 2 * kv;
-  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int e = W * static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (e >= per_row * d) return;
   const int hh = e / d, j = e - hh * d, h2 = r / 2;
-  if (hh < heads + kv && j >= h2 && j < r) return;  // the second of a rotated pair: its thread is j - r/2
+  if (hh < heads + kv && j >= h2 && j < r) return;  // partners of the values at j - r/2: that thread's
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const T* src = qkv + i * static_cast<int64_t>(per_row) * d + static_cast<int64_t>(hh) * d;
+    const T* src = qkv + i * static_cast<int64_t>(per_row) * d + static_cast<int64_t>(hh) * d + j;
     const int64_t kv_row = slots ? static_cast<int64_t>(slots[i]) : i;
     if (hh >= heads && kv_row < 0) continue;  // a padding row's k and v are not stored
-    if (hh >= heads + kv) {
-      v_out[(kv_row * kv + (hh - heads - kv)) * d + j] = src[j];
-      continue;
-    }
-    T* dst = hh < heads ? q_out + (i * heads + hh) * d : k_out + (kv_row * kv + (hh - heads)) * d;
-    if (j >= r) {
-      dst[j] = from_f<T>(to_f(src[j]));
-      continue;
-    }
-    const float lo = to_f(src[j]), hi = to_f(src[j + h2]);
-    const T* c = cos + i * r;
-    const T* sn = sin + i * r;
-    rope_pair(lo, hi, c, sn, j, h2, dst);
-  }
-}
-
-// The plain form eight values wide (d % 8 == 0, r % 16 == 0, 16-byte aligned rows): thread x of the grid's x
-// takes the 8 consecutive positions e = 8 x .. 8 x + 7 of the row's (heads + 2 kv) * d (one head's dims j0 ..
-// j0 + 7), in rows y, y + gridDim.y, ...: v copied, a q or k group below r / 2 rotated with its partners j +
-// r / 2 (the same rope_pair statements per value), a group at or past r passed through. One value per thread
-// left the 112,000 blocks of a vision call ([9,350, 3,072]) too few bytes in flight: 165 us for 28 us of
-// bytes (BENCHMARKS.md).
-template <class T>
-__global__ void qkv_prep_plain8_kernel(const T* __restrict__ qkv, const T* __restrict__ cos,
-                                       const T* __restrict__ sin, const int32_t* __restrict__ slots,
-                                       T* __restrict__ q_out, T* __restrict__ k_out, T* __restrict__ v_out,
-                                       int64_t n, int heads, int kv, int d, int r) {
-  pdl_wait();  // pdl.cuh
-  pdl_trigger();
-  const int per_row = heads + 2 * kv;
-  const int e = 8 * static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e >= per_row * d) return;
-  const int hh = e / d, j = e - hh * d, h2 = r / 2;
-  if (hh < heads + kv && j >= h2 && j < r) return;  // partners of the group at j - r/2
-  for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
-    const T* src = qkv + i * static_cast<int64_t>(per_row) * d + static_cast<int64_t>(hh) * d;
-    const int64_t kv_row = slots ? static_cast<int64_t>(slots[i]) : i;
-    if (hh >= heads && kv_row < 0) continue;  // a padding row's k and v are not stored
-    if (hh >= heads + kv) {                   // copied as it is (16 bytes per T = bf16, 32 per f32)
+    if (hh >= heads + kv) {                   // copied as it is
       T* dst = v_out + (kv_row * kv + (hh - heads - kv)) * d + j;
-      for (int c = 0; c < static_cast<int>(sizeof(T)) / 2; ++c)
-        reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src + j)[c];
+      if constexpr (W == 8)
+        for (int c = 0; c < static_cast<int>(sizeof(T)) / 2; ++c)
+          reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
+      else
+        for (int k = 0; k < W; ++k) dst[k] = src[k];
       continue;
     }
-    float lo[8];
-    load8(src + j, lo);
-    T* dst = hh < heads ? q_out + (i * heads + hh) * d : k_out + (kv_row * kv + (hh - heads)) * d;
+    T* dst = (hh < heads ? q_out + (i * heads + hh) * d : k_out + (kv_row * kv + (hh - heads)) * d) + j;
+    float lo[W];
+    load_w<W>(src, lo);
     if (j >= r) {
-      store8(dst + j, lo);
+      store_w<W>(dst, lo);
       continue;
     }
-    float hi[8], c0[8], s0[8], c1[8], s1[8], a[8], b[8];
-    load8(src + j + h2, hi);
-    load8(cos + i * r + j, c0);
-    load8(sin + i * r + j, s0);
-    load8(cos + i * r + j + h2, c1);
-    load8(sin + i * r + j + h2, s1);
+    float hi[W], c0[W], s0[W], c1[W], s1[W], a[W], b[W];
+    load_w<W>(src + h2, hi);
+    load_w<W>(cos + i * r + j, c0);
+    load_w<W>(sin + i * r + j, s0);
+    load_w<W>(cos + i * r + j + h2, c1);
+    load_w<W>(sin + i * r + j + h2, s1);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < W; ++k) {  // rope_pair's statements
       a[k] = rnd<T>(lo[k] * c0[k]) + rnd<T>(-hi[k] * s0[k]);
       b[k] = rnd<T>(hi[k] * c1[k]) + rnd<T>(lo[k] * s1[k]);
     }
-    store8(dst + j, a);
-    store8(dst + j + h2, b);
+    store_w<W>(dst, a);
+    store_w<W>(dst + h2, b);
   }
 }
 
@@ -228,26 +213,19 @@ void launch_qkv_prep(cudaStream_t s, const Tensor& qkv, const Tensor* q_norm, co
   const opcheck::QkvPrepDims a = opcheck::qkv_prep(qkv, q_norm, k_norm, cos, sin, slots, q_out, k_out, v_out);
   if (a.n == 0) return;
   const int64_t per_row = a.heads + 2 * a.kv_heads;
-  if (!q_norm && !k_norm && a.n >= kRowFormMinRows && per_row * a.d < (int64_t{1} << 30) && a.d % 8 == 0 &&
-      a.r % 16 == 0 && aligned16(qkv.data) && aligned16(cos.data) && aligned16(sin.data) &&
-      aligned16(q_out.data) && aligned16(k_out.data) && aligned16(v_out.data)) {  // no norms, 8 wide
-    const dim3 grid(blocks_for(per_row * a.d / 8, 256), static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
-    TF_DISPATCH_ACT(qkv.dtype, T, {
-      launch_pdl(s, grid, dim3(256), 0, qkv_prep_plain8_kernel<T>, ptr<const T>(qkv), ptr<const T>(cos),
-                 ptr<const T>(sin), slots ? ptr<const int32_t>(*slots) : nullptr, ptr<T>(q_out),
-                 ptr<T>(k_out), ptr<T>(v_out), a.n, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
-                 static_cast<int>(a.d), static_cast<int>(a.r));
-    });
-    return;
-  }
   if (!q_norm && !k_norm && a.n >= kRowFormMinRows &&
-      per_row * a.d < (int64_t{1} << 30)) {  // no norms: the plain form
-    const dim3 grid(blocks_for(per_row * a.d, 256), static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
+      per_row * a.d < (int64_t{1} << 30)) {  // no norms: the plain form, 8 values a thread where rows allow
+    const bool w8 = a.d % 8 == 0 && a.r % 16 == 0 && aligned16(qkv.data) && aligned16(cos.data) &&
+                    aligned16(sin.data) && aligned16(q_out.data) && aligned16(k_out.data) &&
+                    aligned16(v_out.data);
+    const dim3 grid(blocks_for(per_row * a.d / (w8 ? 8 : 1), 256),
+                    static_cast<unsigned>(std::min<int64_t>(a.n, 65535)));
     TF_DISPATCH_ACT(qkv.dtype, T, {
-      launch_pdl(s, grid, dim3(256), 0, qkv_prep_plain_kernel<T>, ptr<const T>(qkv), ptr<const T>(cos),
-                 ptr<const T>(sin), slots ? ptr<const int32_t>(*slots) : nullptr, ptr<T>(q_out),
-                 ptr<T>(k_out), ptr<T>(v_out), a.n, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
-                 static_cast<int>(a.d), static_cast<int>(a.r));
+      auto kernel = w8 ? qkv_prep_plain_kernel<T, 8> : qkv_prep_plain_kernel<T, 1>;
+      launch_pdl(s, grid, dim3(256), 0, kernel, ptr<const T>(qkv), ptr<const T>(cos), ptr<const T>(sin),
+                 slots ? ptr<const int32_t>(*slots) : nullptr, ptr<T>(q_out), ptr<T>(k_out), ptr<T>(v_out),
+                 a.n, static_cast<int>(a.heads), static_cast<int>(a.kv_heads), static_cast<int>(a.d),
+                 static_cast<int>(a.r));
     });
     return;
   }
