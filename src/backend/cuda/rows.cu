@@ -2,18 +2,19 @@
 // kernel (the CPU op's TF_CHECK); the next synchronisation then reports the error and aborts.
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/vec8.cuh"
 #include "backend/op_checks.h"
 
 namespace tf::cuda {
 namespace {
 
-// Copies rows of `row_bytes` bytes in 2-byte units (every dtype here is a multiple of 2 bytes).
-void copy_rows(cudaStream_t s, const void* src, void* dst, const int32_t* idx, int64_t m, int64_t n_src_rows,
-               int64_t n_dst_rows, size_t row_bytes, bool scatter) {
-  TF_CHECK(row_bytes % 2 == 0);
-  const int64_t units = static_cast<int64_t>(row_bytes / 2);
-  const uint16_t* a = static_cast<const uint16_t*>(src);
-  uint16_t* o = static_cast<uint16_t*>(dst);
+// Copies rows of `row_bytes` bytes in units of U (a thread per unit of a row).
+template <class U>
+void copy_rows_as(cudaStream_t s, const void* src, void* dst, const int32_t* idx, int64_t m,
+                  int64_t n_src_rows, int64_t n_dst_rows, size_t row_bytes, bool scatter) {
+  const int64_t units = static_cast<int64_t>(row_bytes / sizeof(U));
+  const U* a = static_cast<const U*>(src);
+  U* o = static_cast<U*>(dst);
   launch_elementwise(s, m * units, [=] __device__(int64_t e) {
     const int64_t i = e / units, u = e % units;
     const int32_t r = idx[i];
@@ -23,6 +24,18 @@ void copy_rows(cudaStream_t s, const void* src, void* dst, const int32_t* idx, i
     else
       o[i * units + u] = a[r * units + u];
   });
+}
+
+// Copies rows of `row_bytes` bytes: 16 bytes a thread where rows and both bases allow it (a vision tower's q
+// / k / v split of [37632, 768] bf16 rows: 51 us in 2-byte units, BENCHMARKS.md), else 2 (every dtype here is
+// a multiple of 2 bytes).
+void copy_rows(cudaStream_t s, const void* src, void* dst, const int32_t* idx, int64_t m, int64_t n_src_rows,
+               int64_t n_dst_rows, size_t row_bytes, bool scatter) {
+  TF_CHECK(row_bytes % 2 == 0);
+  if (row_bytes % 16 == 0 && aligned16(src) && aligned16(dst))
+    copy_rows_as<uint4>(s, src, dst, idx, m, n_src_rows, n_dst_rows, row_bytes, scatter);
+  else
+    copy_rows_as<uint16_t>(s, src, dst, idx, m, n_src_rows, n_dst_rows, row_bytes, scatter);
 }
 
 }  // namespace
