@@ -168,7 +168,7 @@ __global__ void qkv_prep_plain_kernel(const T* __restrict__ qkv, const T* __rest
   const int e = W * static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (e >= per_row * d) return;
   const int hh = e / d, j = e - hh * d, h2 = r / 2;
-  if (hh < heads + kv && j >= h2 && j < r) return;  // partners of the values at j - r/2: that thread's
+  if (hh < heads + kv && j >= h2 && j < r) return;  // rotated by the thread of j - r/2
   for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
     const T* src = qkv + i * static_cast<int64_t>(per_row) * d + static_cast<int64_t>(hh) * d + j;
     const int64_t kv_row = slots ? static_cast<int64_t>(slots[i]) : i;

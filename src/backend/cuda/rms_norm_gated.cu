@@ -2,8 +2,6 @@
 // rounding, as the CPU reference. One block per row, or for calls of >= kRowFormMinRows rows of d % 8 == 0 a
 // warp per row (the row staged in the warp's shared memory, warp_sum_sq8: block_sum8's lane sums and tree, so
 // the same bits): a Qwen3.5 prefill's [50,496, 128] call took 76 us in 50,496 blocks (BENCHMARKS.md).
-#include <algorithm>
-
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
