@@ -23,13 +23,23 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// launch_rope's statements for the pair (j, j + h2) of one head (three roundings each): every form's rope.
+// launch_rope's statements for one pair (lo, hi) of a head (three roundings each, the last at the store):
+// every form's rope. rope_lo: the value at j (cos, sin at j); rope_hi: at j + h2 (cos, sin at j + h2).
+template <class T>
+__device__ __forceinline__ float rope_lo(float lo, float hi, float c, float s) {
+  return rnd<T>(lo * c) + rnd<T>(-hi * s);
+}
+template <class T>
+__device__ __forceinline__ float rope_hi(float lo, float hi, float c, float s) {
+  return rnd<T>(hi * c) + rnd<T>(lo * s);
+}
+// The pair (j, j + h2) of a head, stored into dst.
 template <class T>
 __device__ __forceinline__ void rope_pair(float lo, float hi, const T* c, const T* sn, int j, int h2,
                                           T* dst) {
   const float c0 = to_f(c[j]), s0 = to_f(sn[j]), c1 = to_f(c[j + h2]), s1 = to_f(sn[j + h2]);
-  dst[j] = from_f<T>(rnd<T>(lo * c0) + rnd<T>(-hi * s0));
-  dst[j + h2] = from_f<T>(rnd<T>(hi * c1) + rnd<T>(lo * s1));
+  dst[j] = from_f<T>(rope_lo<T>(lo, hi, c0, s0));
+  dst[j + h2] = from_f<T>(rope_hi<T>(lo, hi, c1, s1));
 }
 
 // grid (n, heads + 2 kv); dynamic shared memory d floats.
@@ -196,9 +206,9 @@ __global__ void qkv_prep_plain_kernel(const T* __restrict__ qkv, const T* __rest
     load_w<W>(cos + i * r + j + h2, c1);
     load_w<W>(sin + i * r + j + h2, s1);
 #pragma unroll
-    for (int k = 0; k < W; ++k) {  // rope_pair's statements
-      a[k] = rnd<T>(lo[k] * c0[k]) + rnd<T>(-hi[k] * s0[k]);
-      b[k] = rnd<T>(hi[k] * c1[k]) + rnd<T>(lo[k] * s1[k]);
+    for (int k = 0; k < W; ++k) {
+      a[k] = rope_lo<T>(lo[k], hi[k], c0[k], s0[k]);
+      b[k] = rope_hi<T>(lo[k], hi[k], c1[k], s1[k]);
     }
     store_w<W>(dst, a);
     store_w<W>(dst + h2, b);

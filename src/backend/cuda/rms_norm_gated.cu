@@ -12,6 +12,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// One output value: the norm rounded, the weight multiply rounded, times the f32 SiLU of the gate (the value
+// before the final rounding; both forms below).
+template <class T>
+__device__ __forceinline__ float gated_value(float x, float inv, float w, float z) {
+  const float y = rnd<T>(w * rnd<T>(x * inv));
+  return y * (z / (1.0f + exp_f(-z)));
+}
+
 // x, gate, out [n, d] act; w [d] act. grid n.
 template <class T>
 __global__ void rms_norm_gated_kernel(const T* __restrict__ x, const T* __restrict__ gate,
@@ -26,9 +34,7 @@ __global__ void rms_norm_gated_kernel(const T* __restrict__ x, const T* __restri
   });
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-    const float y = rnd<T>(to_f(w[i]) * rnd<T>(to_f(row[i]) * inv));
-    const float z = to_f(gate[r * d + i]);
-    out[r * d + i] = from_f<T>(y * (z / (1.0f + exp_f(-z))));
+    out[r * d + i] = from_f<T>(gated_value<T>(to_f(row[i]), inv, to_f(w[i]), to_f(gate[r * d + i])));
   }
 }
 
@@ -60,10 +66,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     load8(w + c, wv);
     load8(gate + r * d + c, z);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {  // the block form's statements
-      const float y = rnd<T>(wv[k] * rnd<T>(sx[c + k] * inv));
-      o[k] = y * (z[k] / (1.0f + exp_f(-z[k])));
-    }
+    for (int k = 0; k < 8; ++k) o[k] = gated_value<T>(sx[c + k], inv, wv[k], z[k]);
     store8(out + r * d + c, o);
   }
 }
