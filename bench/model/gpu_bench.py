@@ -16,7 +16,9 @@ Per case, greedy, eos ignored, N new tokens, one request:
   (median of 3 timed generate(N) - TTFT), after one warm-up; torch.cuda.synchronize around each.
 - --eager: tensorfold again with --enforce-eager (every step op by op, no CUDA graphs): its decode tok/s in a last
   column; its ids must equal the recorded run's.
-- ids: how many of the N greedy ids the two agree on before the first difference.
+- ids: how many of the N greedy ids the two agree on before the first difference, and there Transformers' margin
+  (its logit of its own id minus its logit of tensorfold's, from its scores along its own greedy path): the tie
+  rule wants it small.
 Prints a markdown table and writes it to OUT.md.
 """
 import json
@@ -75,9 +77,27 @@ def hf_run(ckpt, img, n):
     tn = statistics.median(r[0] for r in runs)
     p = inputs["input_ids"].shape[1]
     ids = runs[0][1][0, p:].tolist()
+    # Its logits along its own greedy path (one more, untimed run), for the margin at a first difference.
+    with torch.no_grad():
+        g = model.generate(**inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None,
+                           temperature=None, top_p=None, top_k=None, output_scores=True,
+                           return_dict_in_generate=True)
+    if g.sequences[0, p:].tolist() != ids:
+        raise RuntimeError("Transformers' greedy ids changed between two runs")
+    scores = [x[0].float().cpu() for x in g.scores]
     del model
     torch.cuda.empty_cache()
-    return {"prompt": p, "ttft": t1, "decode": (n - 1) / (tn - t1), "ids": ids}
+    return {"prompt": p, "ttft": t1, "decode": (n - 1) / (tn - t1), "ids": ids, "scores": scores}
+
+
+def first_diff(tf_ids, hf):
+    """(k, margin): the ids agree before step k; margin = Transformers' logit of its own id minus its logit of
+    tensorfold's id at step k (None when all agree). The tie rule wants every margin small (< 0.5)."""
+    k = next((i for i, (a, b) in enumerate(zip(tf_ids, hf["ids"])) if a != b), None)
+    if k is None:
+        return min(len(tf_ids), len(hf["ids"])), None
+    s = hf["scores"][k]
+    return k, float(s[hf["ids"][k]] - s[tf_ids[k]])
 
 
 # Full-size random checkpoints the oracle builds: shape name -> (family, config under tools/reference/configs, dir).
@@ -151,11 +171,12 @@ def main(argv):
             print(row, flush=True)
             lines.append(row)
             continue
-        k = next((i for i, (a, b) in enumerate(zip(tf["ids"], hf["ids"])) if a != b), min(len(tf["ids"]), len(hf["ids"])))
+        k, margin = first_diff(tf["ids"], hf)
+        diff = f"{k}/{n}" + ("" if margin is None else f" (margin {margin:.4g})")
         prompt = str(tf["prompt"]) if tf["prompt"] == hf["prompt"] else f"{tf['prompt']} / {hf['prompt']}"
         row = (f"| {os.path.basename(ckpt)} | {os.path.basename(img)} | {prompt} | {1e3 * tf['ttft']:.1f} ({1e3 * tf['vision']:.1f} + {1e3 * tf['prefill']:.1f}) | "
                f"{1e3 * hf['ttft']:.1f} | {tf['decode']:.1f} | {hf['decode']:.1f} | {tf['decode'] / hf['decode']:.2f}x | "
-               f"{k}/{n} |" + (f" {ea['decode']:.1f} |" if ea else ""))
+               f"{diff} |" + (f" {ea['decode']:.1f} |" if ea else ""))
         print(row, flush=True)
         lines.append(row)
     if missing:

@@ -350,8 +350,10 @@ class Backend {
   //   S = S expf(c_last) + Σ_i (k_i expf(c_last - c_i)) ⊗ v'_i.
   // Deterministic and independent of the thread count; a call over rows [0, 64m + r) equals calls
   // over [0, 64m) and [64m, 64m + r) with the state carried, bit for bit. (The CUDA backend runs this
-  // arithmetic bit for bit; its optional per-token kernel, test_hooks::set_cuda_delta_rule_variant, runs
-  // both forms as one recurrence held to the CPU by a tolerance.)
+  // rule on tensor cores, held to the CPU by a tolerance and with the same split invariance, or for other
+  // head dims this arithmetic bit for bit; its optional per-token kernel,
+  // test_hooks::set_cuda_delta_rule_variant, runs both forms as one recurrence held to the CPU by a
+  // tolerance.)
   virtual void gated_delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                         const Tensor& beta, const Tensor& state, const Tensor& out) = 0;
   // recurrent (torch_recurrent_gated_delta_rule): the per-token loop above, one token after the

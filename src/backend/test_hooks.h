@@ -74,9 +74,12 @@ bool set_cuda_attention_decode_chunks(int mode);
 // TF_CUDA_PDL=0 turns it off); the same bits either way.
 bool set_cuda_pdl(bool on);
 
-// Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's chunked / recurrent arithmetic
-// bit for bit (backend/cuda/gated_delta_rule.cu), 1 the per-token recurrence (gated_delta_rule_seq.cu:
-// held to the CPU by a tolerance; off by default, see its header). False without CUDA.
+// Which gated delta rule kernel the CUDA backend runs: 0 (default) the CPU's recurrent arithmetic bit for
+// bit (backend/cuda/gated_delta_rule.cu) and the chunked form on tensor cores where its head dims allow
+// (gated_delta_rule_chunks_tc.cu: held to the CPU by a tolerance), else the CPU's chunked arithmetic bit for
+// bit (gated_delta_rule_chunks.cu); 1 the per-token recurrence for both (gated_delta_rule_seq.cu: held to
+// the CPU by a tolerance; off by default, see its header); 2 as 0 with the chunked form always the
+// CPU-exact kernels. False without CUDA.
 bool set_cuda_delta_rule_variant(int which);
 
 // Planted faults in the CUDA sample kernel (backend/cuda/sample.cu) for its contract test: 0 (default)

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/env_choice.h"
 #include "backend/cuda/gated_delta_rule.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/op_checks.h"
@@ -31,8 +32,12 @@ __global__ void __launch_bounds__(gdr::kRecThreads)
 
 }  // namespace
 
-// 0: the kernels above (the default); 1: gated_delta_rule_seq.cu's per-token recurrence.
-std::atomic<int> g_delta_rule_variant{0};
+// 0: the kernels above and, for the chunked form, gated_delta_rule_chunks_tc.cu where it applies (the
+// default); 1: gated_delta_rule_seq.cu's per-token recurrence; 2: as 0 with the chunked form always the
+// CPU-exact kernels of gated_delta_rule_chunks.cu. TF_CUDA_DELTA_RULE sets it for whole-run A/B (2 against
+// 0: the tensor-core chunked form against the CPU's arithmetic), test_hooks::set_cuda_delta_rule_variant for
+// tests.
+std::atomic<int> g_delta_rule_variant{env_choice("TF_CUDA_DELTA_RULE", 0, 2, 0)};
 
 void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& g, const Tensor& beta, const Tensor& state, const Tensor& out,
@@ -60,7 +65,7 @@ void launch_gated_delta_rule(cudaStream_t s, const Tensor& q, const Tensor& k, c
 
 namespace tf::test_hooks {
 bool set_cuda_delta_rule_variant(int which) {
-  TF_CHECK(which == 0 || which == 1);
+  TF_CHECK(which >= 0 && which <= 2);
   tf::cuda::g_delta_rule_variant.store(which, std::memory_order_relaxed);
   return true;
 }

@@ -196,6 +196,65 @@ __device__ void recurrent_head(const Dims& d, int64_t h, int64_t c0, const T* q,
     recurrent_head_t<0>(d, h, c0, q, k, v, g, beta, S, out, sm, div, kp);
 }
 
+// ---- the chunked form's chunks and scratch (gated_delta_rule_chunks.cu, gated_delta_rule_chunks_tc.cu) ----
+// A segment's chunks are counted from its first position pos0: the first ends at the next multiple of 64.
+__device__ inline int64_t n_chunks(const SegRow& g) {
+  return g.n <= 0 ? 0 : (g.pos0 + g.n - 1) / kChunk - g.pos0 / kChunk + 1;
+}
+
+// Rows [c0, c0 + L) of the segment (relative to its first row) are its chunk j.
+__device__ inline void chunk_rows(const SegRow& g, int64_t j, int64_t& c0, int& L) {
+  const int64_t first = kChunk - g.pos0 % kChunk;
+  c0 = j == 0 ? 0 : first + (j - 1) * kChunk;
+  const int64_t len = j == 0 ? first : kChunk;
+  L = static_cast<int>(len < g.n - c0 ? len : g.n - c0);
+}
+
+// The call's chunk fc (chunks counted over the segments in order): false past the last one; else its
+// segment in sg and fc made the chunk's index within it.
+__device__ inline bool locate_chunk(const int32_t* segs, int64_t n_seg, int64_t n, int64_t& fc, SegRow& sg) {
+  for (int64_t s = 0; s < n_seg; ++s) {
+    sg = read_seg_row(segs, s, n);
+    const int64_t c = n_chunks(sg);
+    if (fc < c) return true;
+    fc -= c;
+  }
+  return false;
+}
+
+// The call's index of segment s's first chunk.
+__device__ inline int64_t first_chunk(const int32_t* segs, int64_t s, int64_t n) {
+  int64_t first = 0;
+  for (int64_t t = 0; t < s; ++t) first += n_chunks(read_seg_row(segs, t, n));
+  return first;
+}
+
+// Per (chunk, head) f32 scratch: uv [C, dv], uk, qe, kd [C, dk], aq [C, C], cum [C].
+struct ChunkScratch {
+  float *uv, *uk, *qe, *kd, *aq, *cum;
+};
+__host__ __device__ inline int64_t scratch_per_chunk(int64_t dk, int64_t dv) {
+  return kChunk * (dv + 3 * dk) + kChunk * kChunk + kChunk;
+}
+__device__ inline ChunkScratch scratch_at(float* base, int64_t fc, int64_t h, const Dims& d) {
+  ChunkScratch c;
+  c.uv = base + (fc * d.hv + h) * scratch_per_chunk(d.dk, d.dv);
+  c.uk = c.uv + kChunk * d.dv;
+  c.qe = c.uk + kChunk * d.dk;
+  c.kd = c.qe + kChunk * d.dk;
+  c.aq = c.kd + kChunk * d.dk;
+  c.cum = c.aq + kChunk * kChunk;
+  return c;
+}
+
+// The chunked form on tensor cores (gated_delta_rule_chunks_tc.cu) into the same scratch (chunk_bound
+// chunks): false, launching nothing, for head dims it does not take (dk or dv not a multiple of 16, dk >
+// 128, dv > 256).
+bool launch_chunked_rule_tc(cudaStream_t s, const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& g, const Tensor& beta, float* states, const int32_t* segs,
+                            int64_t n_seg, const Tensor& out, float* keep, float mul, float* scratch,
+                            int64_t chunk_bound);
+
 // The chunked form over a call's segments (gated_delta_rule_chunks.cu): segs [n_seg, 6] on the device as
 // gated_delta_rule_slots.cu reads it, or null for the call's rows as one segment on `states` from position
 // 0; keep null: nothing kept. mul: the query multiplier.

@@ -10,9 +10,18 @@
 //      column), so each block carries its 16 columns of S through the segment's chunks in order.
 // Every element is one thread's sum in the reference's order; only which thread computes it changed. Chunks
 // are counted from the segment's first position pos0 (the first ends at the next multiple of 64).
+// launch_chunked_rule runs gated_delta_rule_chunks_tc.cu's tensor-core form of the same two launches for the
+// head dims it takes (Qwen3.5's 128 / 128, the demo's 64 / 64): these kernels are the CPU-exact form for
+// the others, and for every shape with test_hooks::set_cuda_delta_rule_variant(2).
+#include <atomic>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gated_delta_rule.cuh"
 #include "backend/cuda/once_per_device.h"
+
+namespace tf::cuda {
+extern std::atomic<int> g_delta_rule_variant;  // gated_delta_rule.cu
+}  // namespace tf::cuda
 
 namespace tf::cuda::gdr {
 namespace {
@@ -24,36 +33,6 @@ constexpr int64_t kPrepSmemMax = 227 * 1024 - (2 * kChunk * kChunk + 6 * kChunk)
 using ChunkSeg = SegRow;  // gated_delta_rule.cuh: a segment of the call
 __device__ inline ChunkSeg seg_at(const int32_t* segs, int64_t s, int64_t n) {
   return read_seg_row(segs, s, n);
-}
-
-__device__ int64_t n_chunks(const ChunkSeg& g) {
-  return g.n <= 0 ? 0 : (g.pos0 + g.n - 1) / kChunk - g.pos0 / kChunk + 1;
-}
-
-// Rows [c0, c0 + L) of the segment (relative to its first row) are its chunk j.
-__device__ void chunk_rows(const ChunkSeg& g, int64_t j, int64_t& c0, int& L) {
-  const int64_t first = kChunk - g.pos0 % kChunk;
-  c0 = j == 0 ? 0 : first + (j - 1) * kChunk;
-  const int64_t len = j == 0 ? first : kChunk;
-  L = static_cast<int>(len < g.n - c0 ? len : g.n - c0);
-}
-
-// Per (chunk, head) f32 scratch: uv [C, dv], uk, qe, kd [C, dk], aq [C, C], cum [C].
-struct ChunkScratch {
-  float *uv, *uk, *qe, *kd, *aq, *cum;
-};
-__host__ __device__ int64_t scratch_per_chunk(int64_t dk, int64_t dv) {
-  return kChunk * (dv + 3 * dk) + kChunk * kChunk + kChunk;
-}
-__device__ ChunkScratch scratch_at(float* base, int64_t fc, int64_t h, const Dims& d) {
-  ChunkScratch c;
-  c.uv = base + (fc * d.hv + h) * scratch_per_chunk(d.dk, d.dv);
-  c.uk = c.uv + kChunk * d.dv;
-  c.qe = c.uk + kChunk * d.dk;
-  c.kd = c.qe + kChunk * d.dk;
-  c.aq = c.kd + kChunk * d.dk;
-  c.cum = c.aq + kChunk * kChunk;
-  return c;
 }
 
 // Dynamic shared memory floats of the prep: normalised q and k [C, dk + 1] (rows padded a float so a
@@ -316,6 +295,12 @@ void launch_chunked_rule(cudaStream_t s, const Dims& d, const Tensor& q, const T
   float* scratch = nullptr;
   TF_CUDA_CHECK(cudaMallocAsync(
       &scratch, static_cast<size_t>(scratch_per_chunk(d.dk, d.dv) * d.hv * chunk_bound) * sizeof(float), s));
+  if (g_delta_rule_variant.load(std::memory_order_relaxed) != 2 &&
+      launch_chunked_rule_tc(s, d, q, k, v, g, beta, states, segs, n_seg, out, keep, mul, scratch,
+                             chunk_bound)) {
+    TF_CUDA_CHECK(cudaFreeAsync(scratch, s));
+    return;
+  }
   TF_DISPATCH_ACT(q.dtype, T, {
     static OncePerDevice attr;  // the limits are per device; the largest the kernels can ask for
     attr.run([&](int) {

@@ -117,8 +117,10 @@ void launch_causal_conv1d_silu(cudaStream_t s, const Tensor& x, const Tensor& w,
                                const Tensor& out);
 void launch_gdn_gates(cudaStream_t s, const Tensor& a, const Tensor& b, const Tensor& A_log,
                       const Tensor& dt_bias, const Tensor& g, const Tensor& beta);
-// The CPU's chunked / recurrent arithmetic, bit for bit (gated_delta_rule.cu; the chunked form as
-// gated_delta_rule_chunks.cu's two launches), or with test_hooks::set_cuda_delta_rule_variant(1) one
+// The CPU's recurrent arithmetic bit for bit (gated_delta_rule.cu) and the chunked form as two launches
+// on tensor cores (gated_delta_rule_chunks_tc.cu, held to the CPU by a tolerance; the CPU's arithmetic
+// in gated_delta_rule_chunks.cu for head dims it does not take), or with
+// test_hooks::set_cuda_delta_rule_variant(1) one
 // per-token recurrence for both entry points (gated_delta_rule_seq.cu: held to the CPU by a tolerance,
 // exactly split-invariant).
 void launch_gated_delta_rule_seq(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,

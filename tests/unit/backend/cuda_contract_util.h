@@ -162,6 +162,32 @@ inline ::testing::AssertionResult NearAbs(const Buffer& ref, const Buffer& got, 
   return ::testing::AssertionFailure() << what << ": max |diff| " << worst << " > " << abs_tol;
 }
 
+// The gated delta rule's tolerance (its reason: cuda_contract_qwen_test.cpp, above GatedDeltaRuleSeq), per
+// element of an output or state: |cuda - cpu| <= ulp_dtype(max(|cpu|, |cuda|)) + 2^-15 max|cpu|.
+inline double delta_bound(double cpu, double cuda, DType dt, double max_ref) {
+  const double a = std::max(std::fabs(cpu), std::fabs(cuda));
+  const double ulp = a > 0 ? std::ldexp(1.0, std::ilogb(a) - (dt == DType::BF16 ? 7 : 23)) : 0.0;
+  return ulp + std::ldexp(max_ref, -15);
+}
+
+// The tolerance above; prints the bit differences, the largest |diff| / bound and max|cpu|.
+inline ::testing::AssertionResult NearDelta(const Buffer& ref, const Buffer& got, const std::string& what) {
+  const Diff d = diff(ref, got);
+  if (!d.error.empty()) return ::testing::AssertionFailure() << what << ": " << d.error;
+  double m = 0, worst = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(load_f32(ref.view(), i))));
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double a = load_f32(ref.view(), i), b = load_f32(got.view(), i);
+    const double e = std::fabs(a - b);
+    worst = std::max(worst, std::isnan(e) ? INFINITY : e / delta_bound(a, b, ref.dtype(), m));
+  }
+  std::printf("[ contract ] %s: %s; largest |diff| / bound %.3f (max|cpu| %.3g)\n", what.c_str(),
+              d.str().c_str(), worst, m);
+  if (worst <= 1.0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": outside the tolerance (|diff| / bound " << worst << ")";
+}
+
 // Planted controls: the comparator must see a difference.
 inline ::testing::AssertionResult Differs(const Buffer& ref, const Buffer& got) {
   const Diff d = diff(ref, got);
