@@ -17,8 +17,8 @@ Per case, greedy, eos ignored, N new tokens, one request:
 - --eager: tensorfold again with --enforce-eager (every step op by op, no CUDA graphs): its decode tok/s in a last
   column; its ids must equal the recorded run's.
 - ids: how many of the N greedy ids the two agree on before the first difference, and there Transformers' margin
-  (its logit of its own id minus its logit of tensorfold's, from its scores along its own greedy path): the tie
-  rule wants it small.
+  (its logit of its own id minus its logit of tensorfold's, from one more generate that keeps its scores, whose
+  ids are the ones compared): the tie rule wants it small.
 Prints a markdown table and writes it to OUT.md.
 """
 import json
@@ -76,14 +76,14 @@ def hf_run(ckpt, img, n):
     runs = [gen(n) for _ in range(3)]
     tn = statistics.median(r[0] for r in runs)
     p = inputs["input_ids"].shape[1]
-    ids = runs[0][1][0, p:].tolist()
-    # Its logits along its own greedy path (one more, untimed run), for the margin at a first difference.
+    # The ids compared, with Transformers' logits along them: one more, untimed run that keeps its scores (on
+    # the random checkpoints' near-ties its runs need not agree with each other: cuBLAS and SDPA choose their
+    # kernels per call).
     with torch.no_grad():
         g = model.generate(**inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None,
                            temperature=None, top_p=None, top_k=None, output_scores=True,
                            return_dict_in_generate=True)
-    if g.sequences[0, p:].tolist() != ids:
-        raise RuntimeError("Transformers' greedy ids changed between two runs")
+    ids = g.sequences[0, p:].tolist()
     scores = [x[0].float().cpu() for x in g.scores]
     del model
     torch.cuda.empty_cache()

@@ -77,7 +77,9 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], int m0, int n0, in
 }
 
 // C-fragment element c of tile nt: its row and column.
-__device__ __forceinline__ int frag_row(int m0, int c) { return m0 + (threadIdx.x % 32) / 4 + (c >= 2 ? 8 : 0); }
+__device__ __forceinline__ int frag_row(int m0, int c) {
+  return m0 + (threadIdx.x % 32) / 4 + (c >= 2 ? 8 : 0);
+}
 __device__ __forceinline__ int frag_col(int n0, int nt, int c) {
   return n0 + 8 * nt + 2 * (threadIdx.x % 4) + (c & 1);
 }
@@ -94,8 +96,8 @@ __host__ __device__ int64_t prep_tc_floats(int64_t dk, int64_t dv) {
 template <class T>
 __global__ void __launch_bounds__(kThreads, 2)
     prep_tc_kernel(Dims d, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                   const float* __restrict__ g, const T* __restrict__ beta, const int32_t* segs, int64_t n_seg,
-                   float* scratch, float mul) {
+                   const float* __restrict__ g, const T* __restrict__ beta, const int32_t* segs,
+                   int64_t n_seg, float* scratch, float mul) {
   extern __shared__ __align__(16) float sm[];
   __shared__ float cum[kChunk], B[kChunk], ec[kChunk], el[kChunk], inv[2][kChunk];
   const int h = blockIdx.x, dk = static_cast<int>(d.dk), dv = static_cast<int>(d.dv), wu = dk + dv;
@@ -110,11 +112,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const ChunkScratch sc = scratch_at(scratch, blockIdx.y, h, d);
   const int64_t r0 = sg.r0 + c0;  // the chunk's first row in the call
   const int lq = ld_a(dk), lu = ld_b(wu), la = ld_a(kChunk), lp = kChunk + 1;
-  float* qs = sm;                                        // [C][lq]
-  float* ks = qs + kChunk * lq;                          // [C][lq]
-  float* U = sm;                                         // [C][lu], once qs / ks are done with
+  float* qs = sm;                                         // [C][lq]
+  float* ks = qs + kChunk * lq;                           // [C][lq]
+  float* U = sm;                                          // [C][lu], once qs / ks are done with
   float* Am = sm + kChunk * (2 * lq > lu ? 2 * lq : lu);  // [C][la]
-  float* Pm = Am + kChunk * la;                          // [C][lp]
+  float* Pm = Am + kChunk * la;                           // [C][lp]
 
   // q, k rows as f32 (zeros past L); the decay cumsum (torch's CPU cumsum: a double accumulator, each prefix
   // rounded to f32, as the CPU reference), beta.
@@ -163,9 +165,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   {
     const int m0 = 16 * (warp / 2), n0 = 32 * (warp % 2);
     float kk[4][4] = {}, qk[4][4] = {};
-    auto kt = [&](int kx, int n) { return ks[n * lq + kx]; };  // B(k, n) = k_n[k]
-    warp_mma<4>(kk, m0, n0, dk, [&](int r, int kx) { return ks[r * lq + kx] * B[r]; }, kt);
-    warp_mma<4>(qk, m0, n0, dk, [&](int r, int kx) { return qs[r * lq + kx]; }, kt);
+    auto kt = [&](int kx, int n) { return ks[n * lq + kx]; };         // B(k, n) = k_n[k]
+    auto kb = [&](int r, int kx) { return ks[r * lq + kx] * B[r]; };  // A(i, k) = k_i[k] β_i
+    auto qa = [&](int r, int kx) { return qs[r * lq + kx]; };         // A(i, k) = q_i[k]
+    warp_mma<4>(kk, m0, n0, dk, kb, kt);
+    warp_mma<4>(qk, m0, n0, dk, qa, kt);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -189,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     kr[m] = (kx * B[i]) * ec[i];
   }
   if (threadIdx.x == 0) sc.cum[0] = exp_f(cum[L - 1]);  // the scan's decay of the state over the chunk
-  __syncthreads();  // every read of qs / ks is done: U takes their floats
+  __syncthreads();                                      // every read of qs / ks is done: U takes their floats
   // U = [vβ | kβ∘exp(c)] (rows past L zero), then solved in place.
 #pragma unroll
   for (int m = 0; m < kR; ++m) {
@@ -255,7 +259,8 @@ __global__ void __launch_bounds__(kThreads)
   float* vp = uv + kChunk * lc;  // [C][lc]
   float* S = vp + kChunk * lc;   // [dk][lc]
   float* decay = S + dk * lc;    // [4]
-  for (int e = threadIdx.x; e < dk * NC; e += kThreads) S[(e / NC) * lc + e % NC] = Sg[(e / NC) * dv + c_lo + e % NC];
+  for (int e = threadIdx.x; e < dk * NC; e += kThreads)
+    S[(e / NC) * lc + e % NC] = Sg[(e / NC) * dv + c_lo + e % NC];
 
   // The three cp.async groups of chunk j (empty past the last chunk): U_k and U_v's columns; q∘e^c and aq;
   // k∘e^{c_last - c} and the decay. 16-byte pieces: every scratch array starts at a multiple of 4 floats.
@@ -289,6 +294,11 @@ __global__ void __launch_bounds__(kThreads)
     }
     cp_async_commit();
   };
+  // The products' operands: A(row, k) and B(k, column) of each.
+  auto a_uk = [&](int r, int kx) { return uk[r * lk + kx]; };
+  auto a_qe = [&](int r, int kx) { return qe[r * lk + kx]; };
+  auto a_aq = [&](int r, int kx) { return aq[r * la + kx]; };
+  auto a_kdt = [&](int r, int kx) { return kd[kx * ld + r]; };  // (k∘e^{c_last - c})ᵀ
   auto b_state = [&](int kx, int n) { return S[kx * lc + n]; };
   auto b_vp = [&](int kx, int n) { return vp[kx * lc + n]; };
 
@@ -305,7 +315,7 @@ __global__ void __launch_bounds__(kThreads)
     // v' = U_v - U_k S
     {
       float acc[NT][4] = {};
-      warp_mma<NT>(acc, m0, n0, dk, [&](int r, int kx) { return uk[r * lk + kx]; }, b_state);
+      warp_mma<NT>(acc, m0, n0, dk, a_uk, b_state);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -321,8 +331,8 @@ __global__ void __launch_bounds__(kThreads)
     // diagonal: the row block's first m0 + 16 keys suffice)
     {
       float inter[NT][4] = {}, intra[NT][4] = {};
-      warp_mma<NT>(inter, m0, n0, dk, [&](int r, int kx) { return qe[r * lk + kx]; }, b_state);
-      warp_mma<NT>(intra, m0, n0, m0 + 16, [&](int r, int kx) { return aq[r * la + kx]; }, b_vp);
+      warp_mma<NT>(inter, m0, n0, dk, a_qe, b_state);
+      warp_mma<NT>(intra, m0, n0, m0 + 16, a_aq, b_vp);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -342,7 +352,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int it = warp; it < 2 * (dk / 16); it += kWarps) {
         const int r0 = 16 * (it / 2), q0 = (NC / 2) * (it % 2);
         float upd[NT][4] = {};
-        warp_mma<NT>(upd, r0, q0, kChunk, [&](int r, int kx) { return kd[kx * ld + r]; }, b_vp);
+        warp_mma<NT>(upd, r0, q0, kChunk, a_kdt, b_vp);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -357,7 +367,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   cp_async_wait<0>();
   __syncthreads();
-  for (int e = threadIdx.x; e < dk * NC; e += kThreads) Sg[(e / NC) * dv + c_lo + e % NC] = S[(e / NC) * lc + e % NC];
+  for (int e = threadIdx.x; e < dk * NC; e += kThreads)
+    Sg[(e / NC) * dv + c_lo + e % NC] = S[(e / NC) * lc + e % NC];
 }
 
 template <class T, int NC>
@@ -374,20 +385,22 @@ void launch_scan(cudaStream_t s, const Dims& d, dim3 grid, const int32_t* segs, 
 }
 
 template <class T>
-void launch_tc(cudaStream_t s, const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-               const Tensor& beta, float* states, const int32_t* segs, int64_t n_seg, const Tensor& out,
-               float* keep, float mul, float* scratch, int64_t chunk_bound, int nc) {
+void launch_tc(cudaStream_t s, const Dims& d, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& g, const Tensor& beta, float* states, const int32_t* segs, int64_t n_seg,
+               const Tensor& out, float* keep, float mul, float* scratch, int64_t chunk_bound, int nc) {
   static OncePerDevice attr;  // the limit is per device: the largest any dk, dv taken ask for
   attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(prep_tc_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(prep_tc_floats(kMaxDk, kMaxDv) * sizeof(float))));
   });
   const size_t prep_smem = static_cast<size_t>(prep_tc_floats(d.dk, d.dv)) * sizeof(float);
-  prep_tc_kernel<T><<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads,
-                         prep_smem, s>>>(d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
-                                         ptr<const float>(g), ptr<const T>(beta), segs, n_seg, scratch, mul);
+  prep_tc_kernel<T>
+      <<<dim3(static_cast<unsigned>(d.hv), static_cast<unsigned>(chunk_bound)), kThreads, prep_smem, s>>>(
+          d, ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const float>(g), ptr<const T>(beta), segs,
+          n_seg, scratch, mul);
   TF_CUDA_LAUNCHED();
-  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg), static_cast<unsigned>(d.dv / nc));
+  const dim3 grid(static_cast<unsigned>(d.hv), static_cast<unsigned>(n_seg),
+                  static_cast<unsigned>(d.dv / nc));
   if (nc == 16)
     launch_scan<T, 16>(s, d, grid, segs, states, ptr<T>(out), keep, scratch);
   else if (nc == 32)

@@ -4,7 +4,8 @@
 // of the piece products down to a chosen size: with two pieces ("3xTF32": hi·hi + hi·lo + lo·hi) each
 // product keeps ~21 bits where one tf32 product keeps 11; with three, all of f32's 24. The tensor core sums a
 // step's products and its accumulator by truncating rather than rounding, so a caller that wants f32's
-// round-to-nearest across steps starts each step from zero and adds it in f32 (gated_delta_rule_chunks_tc.cu).
+// round-to-nearest across steps starts each step from zero and adds it in f32
+// (gated_delta_rule_chunks_tc.cu).
 //
 // Fragment layouts of mma.m16n8k8 .tf32 (PTX ISA), g = lane / 4, t = lane % 4:
 //   A 16x8 row-major: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)
