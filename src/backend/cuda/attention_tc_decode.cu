@@ -285,12 +285,7 @@ void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* 
   TF_CHECK(tiles <= 65535);
   const dim3 grid(static_cast<unsigned>(pack > 1 ? kv_heads : heads), static_cast<unsigned>(tiles),
                   static_cast<unsigned>(std::max(part.n_split, 1)));
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
+  const int sms = sm_count();
   // Blocks with rows: one piece per segment when the segments are short (decode), else the grid's tiles.
   const int64_t pieces = pg.seg_rows ? std::min<int64_t>(tiles, pg.n_seg + n_q / bq) : tiles;
   const int64_t live = static_cast<int64_t>(grid.x) * pieces * grid.z;

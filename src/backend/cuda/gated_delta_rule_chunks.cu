@@ -30,11 +30,6 @@ constexpr int kCols = 16;  // value columns per scan block
 // The prep's dynamic shared memory limit: 227 KiB less its static arrays (P, A and six [C] vectors).
 constexpr int64_t kPrepSmemMax = 227 * 1024 - (2 * kChunk * kChunk + 6 * kChunk) * 4;
 
-using ChunkSeg = SegRow;  // gated_delta_rule.cuh: a segment of the call
-__device__ inline ChunkSeg seg_at(const int32_t* segs, int64_t s, int64_t n) {
-  return read_seg_row(segs, s, n);
-}
-
 // Dynamic shared memory floats of the prep: normalised q and k [C, dk + 1] (rows padded a float so a
 // warp's threads reading 32 rows at one column hit 32 banks), U [C, dv + dk] (thread e's column e).
 __host__ __device__ int64_t prep_smem_floats(int64_t dk, int64_t dv) {
@@ -49,15 +44,9 @@ __global__ void prep_kernel(Dims d, const T* q, const T* k, const T* v, const fl
   __shared__ float cum[kChunk], B[kChunk], ec[kChunk], el[kChunk], inv_q[kChunk], inv_k[kChunk];
   __shared__ float P[kChunk][kChunk], A[kChunk][kChunk];
   const int64_t h = blockIdx.x, dk = d.dk, dv = d.dv, ld = dk + 1, kh = h / d.ratio;
-  int64_t fc = blockIdx.y, s = 0;
-  ChunkSeg sg;
-  for (;; ++s) {
-    if (s == n_seg) return;
-    sg = seg_at(segs, s, d.n);
-    const int64_t c = n_chunks(sg);
-    if (fc < c) break;
-    fc -= c;
-  }
+  int64_t fc = blockIdx.y;
+  SegRow sg;
+  if (!locate_chunk(segs, n_seg, d.n, fc, sg)) return;
   int64_t c0 = 0;
   int L = 0;
   chunk_rows(sg, fc, c0, L);
@@ -158,10 +147,9 @@ __global__ void __launch_bounds__(256)
   const int64_t c_lo = static_cast<int64_t>(blockIdx.z) * kCols;
   const int nc = static_cast<int>(dv - c_lo < kCols ? dv - c_lo : kCols);
   const int cc = threadIdx.x % kCols, rg = threadIdx.x / kCols;
-  const ChunkSeg sg = seg_at(segs, s, d.n);
+  const SegRow sg = read_seg_row(segs, s, d.n);
   if (sg.n <= 0) return;
-  int64_t first = 0;  // the segment's first chunk in the call's chunk order
-  for (int64_t t = 0; t < s; ++t) first += n_chunks(seg_at(segs, t, d.n));
+  const int64_t first = first_chunk(segs, s, d.n);  // the segment's first chunk in the call's chunk order
   const int64_t hs = d.hv * dk * dv;
   float* S = states + sg.slot * hs + h * dk * dv;
   const KeepPlan kp = keep_plan(sg, keep, hs);

@@ -416,12 +416,7 @@ bool launch_chunked_rule_tc(cudaStream_t s, const Dims& d, const Tensor& q, cons
                             int64_t n_seg, const Tensor& out, float* keep, float mul, float* scratch,
                             int64_t chunk_bound) {
   if (d.dk % 16 || d.dv % 16 || d.dk > kMaxDk || d.dv > kMaxDv) return false;
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
+  const int sms = sm_count();
   // Value columns per scan block: the fewest (most blocks) that still fit the SMs in one wave, else the
   // most that divide dv (the chunk's scratch is read once per block). The bits do not depend on it.
   int nc = 16;

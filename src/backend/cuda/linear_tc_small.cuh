@@ -523,12 +523,7 @@ int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  static const int sms = [] {
-    int dev = 0, v = 0;
-    TF_CUDA_CHECK(cudaGetDevice(&dev));
-    TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
+  const int sms = sm_count();
   auto fits = [&](const Plan& p) { return p.blocks >= 64 && p.blocks <= p.per_sm * sms && p.rounds == 1; };
   // Where none fits: the width whose busiest resident block streams the fewest columns (its tiles times
   // their width), 16 on a tie. (The 4B's down_proj, 2,560 columns of 9,216, one 16-warp block per SM: 160

@@ -1,4 +1,5 @@
-// OncePerDevice: per-device one-time setup of the CUDA kernels (their function attributes).
+// OncePerDevice: per-device one-time setup of the CUDA kernels (their function attributes); sm_count: the
+// current device's multiprocessor count, looked up once per device.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -28,5 +29,20 @@ class OncePerDevice {
  private:
   std::atomic<uint64_t> done_{0};
 };
+
+// The calling thread's current device's multiprocessor count (launch shapes that fill the SMs once), read
+// once per device (serve --devices runs one backend per GPU in one process).
+inline int sm_count() {
+  static std::atomic<int> counts[64] = {};
+  int dev = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&dev));
+  std::atomic<int>& c = counts[dev & 63];
+  int n = c.load(std::memory_order_acquire);
+  if (n == 0) {
+    TF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    c.store(n, std::memory_order_release);
+  }
+  return n;
+}
 
 }  // namespace tf::cuda
