@@ -14,8 +14,8 @@
 // (test_hooks::set_cuda_attention_decode_chunks(0)); all must give the same bits. Bound = the K/V bytes read
 // once at 4.3 TB/s. Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
 //   attention_bench [reps] [split] [CTX B]   (defaults: 20 calls; keys per split: the backend's, 512 (0);
-//                                             CTX B: only the decode cases of that context and batch, for
-//                                             ncu)
+//                                             CTX B: only the decode cases of that context and batch
+//                                             (any), for ncu)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -70,9 +70,8 @@ int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
               "packed", "unpacked", "ring us", "64-row us", "1-block us", "speedup", "bound us", "bits");
   int differ = 0;
   for (const Dec& dc : kDec)
-    for (int64_t ctx : {200, 2333, 4096})
-      for (int64_t B : {1, 8, 64}) {
-        if (only_ctx > 0 && (ctx != only_ctx || B != only_b)) continue;
+    for (int64_t ctx : only_ctx > 0 ? std::vector<int64_t>{only_ctx} : std::vector<int64_t>{200, 2333, 4096})
+      for (int64_t B : only_ctx > 0 ? std::vector<int64_t>{only_b} : std::vector<int64_t>{1, 8, 64}) {
         const int64_t nb = (ctx + tf::kKvBlock - 1) / tf::kKvBlock, pool = B * nb * tf::kKvBlock;
         const int64_t nq = B * dc.heads * dc.d, nkv = pool * dc.kv_heads * dc.d;
         void* qm = dev_alloc(static_cast<size_t>(nq) * 2);

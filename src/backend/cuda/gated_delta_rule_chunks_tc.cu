@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* qs = sm;                                         // [C][lq]
   float* ks = qs + kChunk * lq;                           // [C][lq]
   float* U = sm;                                          // [C][lu], once qs / ks are done with
-  float* Am = sm + kChunk * (2 * lq > lu ? 2 * lq : lu);  // [C][la]
-  float* Pm = Am + kChunk * la;                           // [C][lp]
+  float* At = sm + kChunk * (2 * lq > lu ? 2 * lq : lu);  // [C][la]: A transposed, At[j][i] = A[i][j]
+  float* Pm = At + kChunk * la;                           // [C][lp]
 
   // q, k rows as f32 (zeros past L); the decay cumsum (torch's CPU cumsum: a double accumulator, each prefix
   // rounded to f32, as the CPU reference), beta.
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int c = 0; c < 4; ++c) {
         const int i = frag_row(m0, c), j = frag_col(n0, nt, c);
         const float p = Pm[i * lp + j];
-        Am[i * la + j] = j < i ? kk[nt][c] * p : 0.0f;
+        At[j * la + i] = j < i ? kk[nt][c] * p : 0.0f;
         sc.aq[i * kChunk + j] = qk[nt][c] * p;  // zero above the diagonal and past L (P is)
       }
   }
@@ -206,13 +206,30 @@ __global__ void __launch_bounds__(kThreads, 2)
     U[i * lu + c] = i < L ? to_f(v[((r0 + i) * d.hv + h) * d.dv + c]) * B[i] : 0.0f;
   }
   __syncthreads();
-  // The forward substitution as the CPU runs it: a thread per column, rows in order, u_i = b_i - Σ_{j<i}
-  // A[i][j] u_j over increasing j (a column's chain is short next to the products above).
+  // The forward substitution as the CPU runs it: a thread per column, u_i = b_i - Σ_{j<i} A[i][j] u_j over
+  // increasing j for every row. Rows go eight at a time: their sums over the rows above the eight share each
+  // u_j load and read A[i0 .. i0 + 7][j] as two float4 (At), then the eight finish among themselves in order;
+  // every row's statements and their order are the CPU's.
+  constexpr int kBand = 8;
   for (int e = threadIdx.x; e < wu; e += kThreads)
-    for (int i = 1; i < L; ++i) {
-      float u = U[i * lu + e];
-      for (int j = 0; j < i; ++j) u -= Am[i * la + j] * U[j * lu + e];
-      U[i * lu + e] = u;
+    for (int i0 = 0; i0 < kChunk && i0 < L; i0 += kBand) {
+      float x[kBand];
+#pragma unroll
+      for (int r = 0; r < kBand; ++r) x[r] = U[(i0 + r) * lu + e];
+      for (int j = 0; j < i0; ++j) {
+        const float uj = U[j * lu + e];
+        const float4 a0 = *reinterpret_cast<const float4*>(At + j * la + i0);
+        const float4 a1 = *reinterpret_cast<const float4*>(At + j * la + i0 + 4);
+        const float a[kBand] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+        for (int r = 0; r < kBand; ++r) x[r] -= a[r] * uj;
+      }
+#pragma unroll
+      for (int r = 1; r < kBand; ++r)
+#pragma unroll
+        for (int q = 0; q < r; ++q) x[r] -= At[(i0 + q) * la + i0 + r] * x[q];
+#pragma unroll
+      for (int r = 0; r < kBand; ++r) U[(i0 + r) * lu + e] = x[r];
     }
   __syncthreads();
   for (int e = threadIdx.x; e < kChunk * wu; e += kThreads) {
