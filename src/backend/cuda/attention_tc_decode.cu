@@ -3,9 +3,12 @@
 // warp doing it all while three only stage K/V. Per tile:
 //   scores:  warp w computes the 8-key column blocks b = 2 (w + 4 j), +1 of S = Q·Kᵀ (each block's mma chain
 //            over d exactly as attention_tc.cu runs it) and writes them to shared memory, f32;
-//   softmax: every warp reads all the tile's scores back (the same f32 values) and runs attention_tc.cu's
-//            scale / mask / running max / exp / row sum statements on them, so every warp holds the same
-//            m, l, α and P fragments;
+//   softmax: warp w takes the block's live rows w, w + 4, ..: scale and mask (attention_tc.cu's statements),
+//            the row's max over the tile (a warp reduction: max is exact in any order), the running max and
+//            α (advance_max), P = exp (exp_pack's statement) written over the scores; then every warp reads
+//            its fragment's rows back (m, α, P) and adds each row's P in exp_pack's order (a thread's
+//            columns in turn, then the quad's), so every warp holds the m, l, α and P fragments that
+//            attention_tc.cu's warp computes for the row (dead rows past the block's: zeros, never stored);
 //   P · V:   warp w computes the output column blocks a = 2 (w + 4 j), +1 (each acc[a]'s mma chain over the
 //            tile's 16-key steps in order, as attention_tc.cu).
 // Key splits (attention_split.cuh) end, fold and are written as in attention_tc.cu, each warp for its column
@@ -77,6 +80,7 @@ __global__ void __launch_bounds__(kThreads)
   float* sb = reinterpret_cast<float*>(vs + kStages * BN * LD);  // [kRows][SLD] raw scores of the tile
   float* os = sb + kRows * SLD + threadIdx.x;                    // folding: [OP * 2 * 4][kThreads]
   __shared__ int rb[kRows], re[kRows], pass_b, pass_e;
+  __shared__ float row_m[kRows], row_a[kRows];  // each row's running max after the tile, and its α
   __shared__ int64_t tile_i0;
   __shared__ int tile_rows, tile_seg;
   pdl_wait();  // pdl.cuh
@@ -94,6 +98,10 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
   attn::stage_dec_rows<DP, LD, kThreads>(qs, rb, re, R, q, ranges, i0, n_rows, q_stride, d);
+  for (int r = threadIdx.x; r < kRows; r += kThreads) {
+    row_m[r] = -INFINITY;
+    row_a[r] = 1.0f;
+  }
 
   const int r_lo = g, r_hi = g + 8;  // this thread's two rows (every warp: the block's 16 rows)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -125,6 +133,8 @@ __global__ void __launch_bounds__(kThreads)
         if (op[rr] == attn::FoldOp::kFold) oc = attn::fold_o(oc, acc[la][c], cr[rr], cs[rr]);
         acc[la][c] = 0.0f;
       }
+    // The rows' running max starts again too (read by the softmax after the next barrier).
+    for (int r = threadIdx.x; r < kRows; r += kThreads) row_m[r] = -INFINITY;
   };
 
   auto load_kv = [&](int buf, int64_t j0, int64_t e) {  // one commit group per call
@@ -151,8 +161,6 @@ __global__ void __launch_bounds__(kThreads)
     const int pb = pass_b, pe = pass_e;
     if (pb == INT_MAX) break;
     prev_b = pb;
-    const bool in_lo = rb[r_lo] == pb, in_hi = rb[r_hi] == pb;
-    const int e_lo = re[r_lo], e_hi = re[r_hi];
     const int n_tiles = (pe - pb + BN - 1) / BN;
     const int t_lo = partial ? static_cast<int>(blockIdx.z) * split_tiles : 0;
     const int t_hi = partial ? min(n_tiles, t_lo + split_tiles) : n_tiles;
@@ -197,27 +205,55 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       __syncthreads();
-      float s[NS][4];
+      // The softmax, attention_tc.cu's statements spread over the block instead of repeated in every warp:
+      // warp w takes rows w, w + 4, .. of the block's live rows, a lane BN / 32 of the row's scores: scale
+      // and mask, the row's max (max is exact in any order), the running max and α (advance_max), P
+      // (exp_pack's statement) written over the scores.
+      for (int r = warp; r < n_rows; r += kWarps) {
+        constexpr int kPer = BN / 32;
+        const bool in = rb[r] == pb;
+        const int e = re[r];
+        float sv[kPer], tmax = -INFINITY;
 #pragma unroll
-      for (int b = 0; b < NS; ++b)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[b][c] = sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2];
-
-      // attention_tc.cu's statements from here: scale, mask, running max per row.
-      float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int b = 0; b < NS; ++b)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int64_t j = j0 + b * 8 + 2 * t + c % 2;
-          const bool hi = c >= 2;
-          const bool ok = hi ? (in_hi && j < e_hi) : (in_lo && j < e_lo);
-          s[b][c] = ok ? s[b][c] * scale : -INFINITY;
-          tmax[hi] = fmaxf(tmax[hi], s[b][c]);
+        for (int u = 0; u < kPer; ++u) {
+          const int64_t j = j0 + lane + 32 * u;
+          sv[u] = in && j < e ? sb[r * SLD + lane + 32 * u] * scale : -INFINITY;
+          tmax = fmaxf(tmax, sv[u]);
         }
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+        float mr = row_m[r], alpha;
+        attn::advance_max(mr, tmax, alpha);
+#pragma unroll
+        for (int u = 0; u < kPer; ++u)
+          sb[r * SLD + lane + 32 * u] = sv[u] == -INFINITY ? 0.0f : ex2((sv[u] - mr) * kLog2e);
+        __syncwarp();
+        if (lane == 0) {
+          row_m[r] = mr;
+          row_a[r] = alpha;
+        }
+      }
+      __syncthreads();
+      // Every warp: its rows' m and α, the row sums as exp_pack adds them (a thread's columns in order, then
+      // the quad's), l, and the P fragments (rows past n_rows: the raw scores of zero q rows, never stored).
       float alpha[2];
       uint32_t pf[NS / 2][4];
-      attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = rr ? r_hi : r_lo;
+        m[rr] = row_m[r];
+        alpha[rr] = row_a[r];
+        float tsum = 0.0f;
+#pragma unroll
+        for (int b = 0; b < NS; ++b) {
+          const float2 p = *reinterpret_cast<const float2*>(sb + r * SLD + b * 8 + 2 * t);
+          tsum += p.x;
+          tsum += p.y;
+          pf[b / 2][(b % 2) * 2 + rr] = mma::pack_bf16(p.x, p.y);
+        }
+        attn::quad_sum(tsum);
+        attn::advance_sum(l[rr], alpha[rr], tsum);
+      }
       attn::rescale<2 * OP>(acc, alpha);
       // acc += P · V over this warp's output blocks.
 #pragma unroll
