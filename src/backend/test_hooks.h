@@ -70,6 +70,9 @@ bool set_cuda_attention_decode_form(bool on);
 // four key tiles: -1 (production) by that rule, 0 never, 1 whenever the call does not fold its key splits in
 // the block; the same bits. False without CUDA.
 bool set_cuda_attention_decode_chunks(int mode);
+// Warps per block of attention_tc_decode.cu's tile ring: 0 (production) eight while the call's blocks fit on
+// the SMs at once, else four; 4 or 8 always; the same bits. False without CUDA.
+bool set_cuda_attention_decode_warps(int warps);
 // Programmatic dependent launch for the decode step's kernels (backend/cuda/pdl.cuh; on by default,
 // TF_CUDA_PDL=0 turns it off); the same bits either way.
 bool set_cuda_pdl(bool on);

@@ -1,15 +1,17 @@
 // The flash attention of attention_tc.cu for calls of few rows per sequence (decode, draft verification):
-// blocks of at most 16 rows (one mma row tile) whose four warps share each key tile's work instead of one
-// warp doing it all while three only stage K/V. Per tile:
-//   scores:  warp w computes the 8-key column blocks b = 2 (w + 4 j), +1 of S = Q·Kᵀ (each block's mma chain
-//            over d exactly as attention_tc.cu runs it) and writes them to shared memory, f32;
-//   softmax: warp w takes the block's live rows w, w + 4, ..: scale and mask (attention_tc.cu's statements),
+// blocks of at most 16 rows (one mma row tile) whose W warps (4 or 8, launch_dec's rule) share each key
+// tile's work instead of one warp doing it all while three only stage K/V. Per tile:
+//   scores:  warp w computes the 8-key column blocks b = 2 (w + W j), +1 of S = Q·Kᵀ (or b = w + W j when
+//   there
+//            are fewer pairs than warps; each block's mma chain over d exactly as attention_tc.cu runs it)
+//            and writes them to shared memory, f32;
+//   softmax: warp w takes the block's live rows w, w + W, ..: scale and mask (attention_tc.cu's statements),
 //            the row's max over the tile (a warp reduction: max is exact in any order), the running max and
 //            α (advance_max), P = exp (exp_pack's statement) written over the scores; then every warp reads
 //            its fragment's rows back (m, α, P) and adds each row's P in exp_pack's order (a thread's
 //            columns in turn, then the quad's), so every warp holds the m, l, α and P fragments that
 //            attention_tc.cu's warp computes for the row (dead rows past the block's: zeros, never stored);
-//   P · V:   warp w computes the output column blocks a = 2 (w + 4 j), +1 (each acc[a]'s mma chain over the
+//   P · V:   warp w computes the output column blocks a = 2 (w + W j), +1 (each acc[a]'s mma chain over the
 //            tile's 16-key steps in order, as attention_tc.cu).
 // Key splits (attention_split.cuh) end, fold and are written as in attention_tc.cu, each warp for its column
 // blocks (the (m, l) fold is the same in every warp). Every operation of a row is attention_tc.cu's, in its
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <type_traits>
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_split.cuh"
@@ -35,7 +38,7 @@ using namespace mma;
 using attn::ex2;
 using attn::kLog2e;
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = attn::kDecRows;
+constexpr int kRows = attn::kDecRows;
 // When a call runs its key splits in parallel and its blocks fit on the SMs at once,
 // attention_tc_decode_chunks.cu runs them: -1 that rule (production), 0 never, 1 whenever they do not fold;
 // the same bits. Measured on the H200 (BENCHMARKS.md, thirteenth session): the 1B's page decode (2,333 keys:
@@ -43,17 +46,22 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = attn::kDecRows;
 // the ring keeps those. TF_CUDA_ATTENTION_CHUNKS sets it for whole-run A/B,
 // test_hooks::set_cuda_attention_decode_chunks for tests.
 std::atomic<int> g_chunks{env_choice("TF_CUDA_ATTENTION_CHUNKS", -1, 1, -1)};
+// Warps per block of the tile ring: 0 the production rule (below, launch_dec), 4 or 8; the same bits.
+// TF_CUDA_ATTENTION_DEC_WARPS for whole-run A/B, test_hooks::set_cuda_attention_decode_warps for tests.
+std::atomic<int> g_warps{env_choice("TF_CUDA_ATTENTION_DEC_WARPS", 0, 8, 0)};
 
 // DP: head_dim padded to 16; BN: keys per tile; ST: K/V tiles in a ring, the loads of the next ST - 1 in
 // flight while one is computed (a block walks at most a split's tiles, each a dependent block-table read and
 // a DRAM round trip): 4 when the call's blocks fit on the SMs at once (one sequence: latency is all), 2 when
 // they queue (many sequences: blocks per SM matter more; 2 stages take half the shared memory).
-template <int DP, int BN, int ST>
+template <int DP, int BN, int ST, int W>
 struct DecCfg {
-  static constexpr int kLd = DP + 8;                              // bf16 row stride of q / K / V tiles
-  static constexpr int kSld = BN + 4;                             // f32 row stride of the score tile
-  static constexpr int NS = BN / 8, NO = DP / 8;                  // 8-wide key / output column blocks
-  static constexpr int kOPairs = (NO / 2 + kWarps - 1) / kWarps;  // output block pairs per warp
+  static constexpr int kThreads = 32 * W;
+  static constexpr int kLd = DP + 8;                    // bf16 row stride of q / K / V tiles
+  static constexpr int kSld = BN + 4;                   // f32 row stride of the score tile
+  static constexpr int NS = BN / 8, NO = DP / 8;        // 8-wide key / output column blocks
+  static constexpr int kOPairs = (NO / 2 + W - 1) / W;  // output block pairs per warp
+  static constexpr bool kSPairs = NS >= 2 * W;          // score blocks by pairs (else one each)
   // q rows, ST K/V tiles (bf16), the score tile (f32), then (folding) each thread's running O.
   static size_t smem(bool fold) {
     return static_cast<size_t>(kRows + 2 * ST * BN) * kLd * sizeof(bf16_t) +
@@ -62,16 +70,16 @@ struct DecCfg {
   }
 };
 
-template <int DP, int BN, int ST>
-__global__ void __launch_bounds__(kThreads)
+template <int DP, int BN, int ST, int W>
+__global__ void __launch_bounds__(32 * W)
     attention_decode_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                             const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
                             bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads,
                             int d, const int32_t* __restrict__ tables, int max_blocks,
                             const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding,
                             attn::Partials part, int pack) {
-  using C = DecCfg<DP, BN, ST>;
-  constexpr int kStages = ST;
+  using C = DecCfg<DP, BN, ST, W>;
+  constexpr int kStages = ST, kWarps = W, kThreads = C::kThreads;
   constexpr int LD = C::kLd, SLD = C::kSld, NS = C::NS, NO = C::NO, OP = C::kOPairs;
   extern __shared__ __align__(16) bf16_t smem[];
   bf16_t* qs = smem;                                             // [kRows][LD]
@@ -186,22 +194,47 @@ __global__ void __launch_bounds__(kThreads)
       const bf16_t* kt = ks + buf * BN * LD;
       const bf16_t* vt = vs + buf * BN * LD;
 
-      // This warp's score blocks b, b + 1 (b = 2 (warp + 4 j)), into sb.
+      // This warp's score blocks into sb: b, b + 1 for b = 2 (warp + W j) (kSPairs), else b = warp + W j
+      // (eight warps: one block each); every block's chain over d is the same either way.
+      if constexpr (C::kSPairs) {
 #pragma unroll
-      for (int b = 2 * warp; b < NS; b += 2 * kWarps) {
-        float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int b = 2 * warp; b < NS; b += 2 * kWarps) {
+          float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int kd = 0; kd < DP; kd += 16) {
-          uint32_t af[4], bf[4];
-          ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
-          ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
-          mma_bf16(s0, af, bf[0], bf[1]);
-          mma_bf16(s1, af, bf[2], bf[3]);
+          for (int kd = 0; kd < DP; kd += 16) {
+            uint32_t af[4], bf[4];
+            ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
+            ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
+            mma_bf16(s0, af, bf[0], bf[1]);
+            mma_bf16(s1, af, bf[2], bf[3]);
+          }
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
+            sb[(c < 2 ? r_lo : r_hi) * SLD + (b + 1) * 8 + 2 * t + c % 2] = s1[c];
+          }
         }
+      } else {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
-          sb[(c < 2 ? r_lo : r_hi) * SLD + (b + 1) * 8 + 2 * t + c % 2] = s1[c];
+        for (int b = warp; b < NS; b += kWarps) {
+          float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int kd = 0; kd < DP; kd += 32) {  // two 16-wide k steps per B load: d kd .. kd + 31
+            uint32_t af[4], bf[4];
+            if (kd + 16 < DP)
+              ldmatrix_x4(bf, kt + (b * 8 + (lane % 8)) * LD + kd + (lane / 8) * 8);
+            else
+              ldmatrix_x2(reinterpret_cast<uint32_t(&)[2]>(bf),
+                          kt + (b * 8 + (lane % 8)) * LD + kd + ((lane / 8) % 2) * 8);
+            ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
+            mma_bf16(s0, af, bf[0], bf[1]);
+            if (kd + 16 < DP) {
+              ldmatrix_x4(af, qs + (lane % 16) * LD + kd + 16 + (lane / 16) * 8);
+              mma_bf16(s0, af, bf[2], bf[3]);
+            }
+          }
+#pragma unroll
+          for (int c = 0; c < 4; ++c) sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
         }
       }
       __syncthreads();
@@ -295,20 +328,21 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int DP, int BN, int ST>
+template <int DP, int BN, int ST, int W>
 void launch_ring(cudaStream_t s, dim3 grid, bool folding, const bf16_t* q, const bf16_t* k, const bf16_t* v,
                  const int32_t* ranges, float scale, bf16_t* out, int64_t n_q, int64_t n_k, int heads,
                  int kv_heads, int d, const AttentionPaging& pg, int split_tiles, const attn::Partials& part,
                  int pack) {
-  auto kernel = attention_decode_kernel<DP, BN, ST>;
+  using C = DecCfg<DP, BN, ST, W>;
+  auto kernel = attention_decode_kernel<DP, BN, ST, W>;
   static OncePerDevice attr;
   attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(DecCfg<DP, BN, ST>::smem(true))));
+                                       static_cast<int>(C::smem(true))));
   });
-  launch_pdl(s, grid, dim3(kThreads), DecCfg<DP, BN, ST>::smem(folding), kernel, q, k, v, ranges, scale, out,
-             n_q, n_k, heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg, split_tiles,
-             folding, part, pack);
+  launch_pdl(s, grid, dim3(C::kThreads), C::smem(folding), kernel, q, k, v, ranges, scale, out, n_q, n_k,
+             heads, kv_heads, d, pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg, split_tiles, folding, part,
+             pack);
 }
 
 template <int DP, int BN>
@@ -331,12 +365,24 @@ void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* 
                                       pg, split_tiles, part, pack);
     return;
   }
+  // Eight warps while the call's blocks fit on the SMs at once (few sequences: each tile's chain is the
+  // time, and eight warps cut it: one 1B sequence over 200 keys 12.6 -> 10.9 us), four when they queue (many
+  // sequences: two blocks per SM either way, and four warps repeat less per tile: the 1B at 128 sequences
+  // over 2,800 keys 474 us against 516); BENCHMARKS.md, seventeenth session.
+  const int wanted = g_warps.load(std::memory_order_relaxed);
+  const bool eight = wanted == 8 || (wanted == 0 && live <= sms);
+  auto ring = [&](auto st, auto w) {
+    launch_ring<DP, BN, decltype(st)::value, decltype(w)::value>(s, grid, folding, q, k, v, ranges, scale,
+                                                                 out, n_q, n_k, heads, kv_heads, d, pg,
+                                                                 split_tiles, part, pack);
+  };
+  using I2 = std::integral_constant<int, 2>;
+  using I4 = std::integral_constant<int, 4>;
+  using I8 = std::integral_constant<int, 8>;
   if (live <= sms)
-    launch_ring<DP, BN, 4>(s, grid, folding, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
-                           split_tiles, part, pack);
+    eight ? ring(I4{}, I8{}) : ring(I4{}, I4{});
   else
-    launch_ring<DP, BN, 2>(s, grid, folding, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
-                           split_tiles, part, pack);
+    eight ? ring(I2{}, I8{}) : ring(I2{}, I4{});
 }
 
 }  // namespace
@@ -366,6 +412,11 @@ namespace tf::test_hooks {
 bool set_cuda_attention_decode_chunks(int mode) {
   TF_CHECK(mode >= -1 && mode <= 1);
   tf::cuda::g_chunks.store(mode, std::memory_order_relaxed);
+  return true;
+}
+bool set_cuda_attention_decode_warps(int warps) {
+  TF_CHECK(warps == 0 || warps == 4 || warps == 8);
+  tf::cuda::g_warps.store(warps, std::memory_order_relaxed);
   return true;
 }
 }  // namespace tf::test_hooks

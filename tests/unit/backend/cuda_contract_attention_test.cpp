@@ -363,6 +363,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
       test_hooks::set_cuda_attention_pack(-1);
       test_hooks::set_cuda_attention_decode_form(true);
       test_hooks::set_cuda_attention_decode_chunks(-1);
+      test_hooks::set_cuda_attention_decode_warps(0);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -421,6 +422,21 @@ TEST_F(CudaContract, AttentionKeySplits) {
                                                                   pick_rows(in.ranges, last5), in.tables)))
           << "verification rows, chunks " << chunks;
     }
+    ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(-1));
+    for (int warps : {4, 8})  // the tile ring's warps per block, split-parallel and folded: the same bits
+      for (bool partials : {true, false}) {
+        ASSERT_TRUE(test_hooks::set_cuda_attention_decode_warps(warps));
+        ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(0));
+        ASSERT_TRUE(test_hooks::set_cuda_attention_partials(partials));
+        EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
+            << warps << " warps, partials " << partials;
+        EXPECT_TRUE(Exact(
+            pick_rows(prefill, last5),
+            run_paged_rows(dev(), in, pick_rows(in.q, last5), i32({static_cast<int64_t>(n_seg) + 1}, sr5),
+                           pick_rows(in.ranges, last5), in.tables)))
+            << "verification rows, " << warps << " warps, partials " << partials;
+      }
+    ASSERT_TRUE(test_hooks::set_cuda_attention_decode_warps(0));
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(-1));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
