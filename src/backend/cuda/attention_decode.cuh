@@ -43,6 +43,24 @@ __device__ __forceinline__ void stage_dec_rows(bf16_t* qs, int* rb, int* re, con
   }
 }
 
+// Score blocks b and b + 1 (8 keys each) of S = Q·Kᵀ for the block's 16 query rows (qs, row stride LD)
+// against the key tile kt (same stride): each block's mma chain over d in 16-wide steps from zero,
+// attention_tc.cu's, into mma's C fragments s0, s1.
+template <int DP, int LD>
+__device__ __forceinline__ void score_pair(const bf16_t* qs, const bf16_t* kt, int b, int lane,
+                                           float (&s0)[4], float (&s1)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) s0[c] = s1[c] = 0.0f;
+#pragma unroll
+  for (int kd = 0; kd < DP; kd += 16) {
+    uint32_t af[4], bf[4];
+    mma::ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
+    mma::ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
+    mma::mma_bf16(s0, af, bf[0], bf[1]);
+    mma::mma_bf16(s1, af, bf[2], bf[3]);
+  }
+}
+
 // A split's (m, l, acc) of a thread's rows into the split-parallel workspace (attention_merge.cu folds them):
 // acc[la] is output block block_of(la) (an 8-wide column block of the head, NA of them per thread).
 template <int NA, int NO, class BlockOf>

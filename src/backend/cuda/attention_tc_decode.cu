@@ -199,15 +199,8 @@ __global__ void __launch_bounds__(32 * W)
       if constexpr (C::kSPairs) {
 #pragma unroll
         for (int b = 2 * warp; b < NS; b += 2 * kWarps) {
-          float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int kd = 0; kd < DP; kd += 16) {
-            uint32_t af[4], bf[4];
-            ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
-            ldmatrix_x4(bf, kt + (b * 8 + (lane % 8) + (lane / 16) * 8) * LD + kd + ((lane / 8) % 2) * 8);
-            mma_bf16(s0, af, bf[0], bf[1]);
-            mma_bf16(s1, af, bf[2], bf[3]);
-          }
+          float s0[4], s1[4];
+          attn::score_pair<DP, LD>(qs, kt, b, lane, s0, s1);
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
