@@ -261,12 +261,20 @@ __global__ void __launch_bounds__(32 * W)
       }
       __syncthreads();
       // Every warp: its rows' m and α, the row sums as exp_pack adds them (a thread's columns in order, then
-      // the quad's), l, and the P fragments (rows past n_rows: the raw scores of zero q rows, never stored).
-      float alpha[2];
+      // the quad's), l, and the P fragments (rows past n_rows: the raw scores of zero q rows, never stored;
+      // with eight warps, when every live row is among the first 8, the fragments' upper rows are all dead
+      // and skipped: P = 0, α = 1. Measured: 1B one sequence over 200 keys 10.9 -> 10.4 us; with four warps
+      // the same skip measured slower, 1B 128 x 2,800 keys 474 -> 497 us).
+      float alpha[2] = {1.0f, 1.0f};
       uint32_t pf[NS / 2][4];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const int r = rr ? r_hi : r_lo;
+        if (kWarps == 8 && rr == 1 && n_rows <= 8) {  // the same for the whole block
+#pragma unroll
+          for (int kk = 0; kk < NS / 2; ++kk) pf[kk][1] = pf[kk][3] = 0u;
+          continue;
+        }
         m[rr] = row_m[r];
         alpha[rr] = row_a[r];
         float tsum = 0.0f;
