@@ -7,6 +7,7 @@
 #pragma once
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
@@ -15,6 +16,22 @@
 namespace tf::cuda::attn {
 
 constexpr int kDecRows = 16;  // query rows of a few-row block: one mma row tile
+
+// f(DP, BN) with the padded head_dim dp and its keys per tile as integral constants: 64, 80 and 128 with
+// 64-key tiles, else 256 with 32-key tiles (the few-row forms' instantiations).
+template <class F>
+void with_dec_dims(int dp, F&& f) {
+  using I32 = std::integral_constant<int, 32>;
+  using I64 = std::integral_constant<int, 64>;
+  if (dp == 64)
+    f(I64{}, I64{});
+  else if (dp == 80)
+    f(std::integral_constant<int, 80>{}, I64{});
+  else if (dp == 128)
+    f(std::integral_constant<int, 128>{}, I64{});
+  else
+    f(std::integral_constant<int, 256>{}, I32{});
+}
 
 struct DecRows {
   int pack, h, kh;  // query heads per block row group, the unpacked head, the packed kv head

@@ -393,18 +393,10 @@ void launch_attention_tc_decode(int dp, cudaStream_t s, const bf16_t* q, const b
                                 int heads, int kv_heads, int d, const AttentionPaging& pg, int split_tiles,
                                 bool folding, const attn::Partials& part, int pack) {
   TF_CHECK(pack >= 1 && pack <= kRows);
-  if (dp == 64)
-    launch_dec<64, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, folding,
-                       part, pack);
-  else if (dp == 80)
-    launch_dec<80, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, folding,
-                       part, pack);
-  else if (dp == 128)
-    launch_dec<128, 64>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
-                        folding, part, pack);
-  else
-    launch_dec<256, 32>(s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
-                        folding, part, pack);
+  attn::with_dec_dims(dp, [&](auto dp_c, auto bn_c) {
+    launch_dec<decltype(dp_c)::value, decltype(bn_c)::value>(
+        s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, folding, part, pack);
+  });
 }
 
 }  // namespace tf::cuda

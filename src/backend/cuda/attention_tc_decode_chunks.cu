@@ -267,18 +267,10 @@ void launch_attention_tc_decode_chunks(int dp, cudaStream_t s, dim3 grid, const 
                                        int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                                        const AttentionPaging& pg, int split_tiles, const attn::Partials& part,
                                        int pack) {
-  if (dp == 64)
-    launch_chunks<64, 64>(s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
-                          part, pack);
-  else if (dp == 80)
-    launch_chunks<80, 64>(s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles,
-                          part, pack);
-  else if (dp == 128)
-    launch_chunks<128, 64>(s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
-                           split_tiles, part, pack);
-  else
-    launch_chunks<256, 32>(s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
-                           split_tiles, part, pack);
+  attn::with_dec_dims(dp, [&](auto dp_c, auto bn_c) {
+    launch_chunks<decltype(dp_c)::value, decltype(bn_c)::value>(
+        s, grid, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg, split_tiles, part, pack);
+  });
 }
 
 }  // namespace tf::cuda
