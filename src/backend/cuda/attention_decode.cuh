@@ -78,6 +78,33 @@ __device__ __forceinline__ void score_pair(const bf16_t* qs, const bf16_t* kt, i
   }
 }
 
+// Score block b alone, the same chain as score_pair's: each B load takes two 16-wide k steps (d kd .. kd +
+// 31), one where DP ends first.
+template <int DP, int LD>
+__device__ __forceinline__ void score_one(const bf16_t* qs, const bf16_t* kt, int b, int lane,
+                                          float (&s0)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) s0[c] = 0.0f;
+#pragma unroll
+  for (int kd = 0; kd < DP; kd += 32) {
+    uint32_t af[4], bf[4];
+    if (kd + 16 < DP) {
+      mma::ldmatrix_x4(bf, kt + (b * 8 + (lane % 8)) * LD + kd + (lane / 8) * 8);
+    } else {
+      uint32_t b2[2];
+      mma::ldmatrix_x2(b2, kt + (b * 8 + (lane % 8)) * LD + kd + ((lane / 8) % 2) * 8);
+      bf[0] = b2[0];
+      bf[1] = b2[1];
+    }
+    mma::ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
+    mma::mma_bf16(s0, af, bf[0], bf[1]);
+    if (kd + 16 < DP) {
+      mma::ldmatrix_x4(af, qs + (lane % 16) * LD + kd + 16 + (lane / 16) * 8);
+      mma::mma_bf16(s0, af, bf[2], bf[3]);
+    }
+  }
+}
+
 // A split's (m, l, acc) of a thread's rows into the split-parallel workspace (attention_merge.cu folds them):
 // acc[la] is output block block_of(la) (an 8-wide column block of the head, NA of them per thread).
 template <int NA, int NO, class BlockOf>

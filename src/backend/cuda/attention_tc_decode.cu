@@ -1,10 +1,9 @@
 // The flash attention of attention_tc.cu for calls of few rows per sequence (decode, draft verification):
 // blocks of at most 16 rows (one mma row tile) whose W warps (4 or 8, launch_dec's rule) share each key
 // tile's work instead of one warp doing it all while three only stage K/V. Per tile:
-//   scores:  warp w computes the 8-key column blocks b = 2 (w + W j), +1 of S = Q·Kᵀ (or b = w + W j when
-//   there
-//            are fewer pairs than warps; each block's mma chain over d exactly as attention_tc.cu runs it)
-//            and writes them to shared memory, f32;
+//   scores:  warp w computes the 8-key column blocks b = 2 (w + W j), +1 of S = Q·Kᵀ (b = w + W j when
+//            there are fewer pairs than warps; each block's mma chain over d exactly as attention_tc.cu
+//            runs it) and writes them to shared memory, f32;
 //   softmax: warp w takes the block's live rows w, w + W, ..: scale and mask (attention_tc.cu's statements),
 //            the row's max over the tile (a warp reduction: max is exact in any order), the running max and
 //            α (advance_max), P = exp (exp_pack's statement) written over the scores; then every warp reads
@@ -46,7 +45,7 @@ constexpr int kRows = attn::kDecRows;
 // the ring keeps those. TF_CUDA_ATTENTION_CHUNKS sets it for whole-run A/B,
 // test_hooks::set_cuda_attention_decode_chunks for tests.
 std::atomic<int> g_chunks{env_choice("TF_CUDA_ATTENTION_CHUNKS", -1, 1, -1)};
-// Warps per block of the tile ring: 0 the production rule (below, launch_dec), 4 or 8; the same bits.
+// Warps per block of the tile ring: 4 or 8, else the production rule (below, launch_dec); the same bits.
 // TF_CUDA_ATTENTION_DEC_WARPS for whole-run A/B, test_hooks::set_cuda_attention_decode_warps for tests.
 std::atomic<int> g_warps{env_choice("TF_CUDA_ATTENTION_DEC_WARPS", 0, 8, 0)};
 
@@ -210,29 +209,15 @@ __global__ void __launch_bounds__(32 * W)
       } else {
 #pragma unroll
         for (int b = warp; b < NS; b += kWarps) {
-          float s0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int kd = 0; kd < DP; kd += 32) {  // two 16-wide k steps per B load: d kd .. kd + 31
-            uint32_t af[4], bf[4];
-            if (kd + 16 < DP)
-              ldmatrix_x4(bf, kt + (b * 8 + (lane % 8)) * LD + kd + (lane / 8) * 8);
-            else
-              ldmatrix_x2(reinterpret_cast<uint32_t(&)[2]>(bf),
-                          kt + (b * 8 + (lane % 8)) * LD + kd + ((lane / 8) % 2) * 8);
-            ldmatrix_x4(af, qs + (lane % 16) * LD + kd + (lane / 16) * 8);
-            mma_bf16(s0, af, bf[0], bf[1]);
-            if (kd + 16 < DP) {
-              ldmatrix_x4(af, qs + (lane % 16) * LD + kd + 16 + (lane / 16) * 8);
-              mma_bf16(s0, af, bf[2], bf[3]);
-            }
-          }
+          float s0[4];
+          attn::score_one<DP, LD>(qs, kt, b, lane, s0);
 #pragma unroll
           for (int c = 0; c < 4; ++c) sb[(c < 2 ? r_lo : r_hi) * SLD + b * 8 + 2 * t + c % 2] = s0[c];
         }
       }
       __syncthreads();
       // The softmax, attention_tc.cu's statements spread over the block instead of repeated in every warp:
-      // warp w takes rows w, w + 4, .. of the block's live rows, a lane BN / 32 of the row's scores: scale
+      // warp w takes rows w, w + W, .. of the block's live rows, a lane BN / 32 of the row's scores: scale
       // and mask, the row's max (max is exact in any order), the running max and α (advance_max), P
       // (exp_pack's statement) written over the scores.
       for (int r = warp; r < n_rows; r += kWarps) {
@@ -371,7 +356,7 @@ void launch_dec(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* 
   // sequences: two blocks per SM either way, and four warps repeat less per tile: the 1B at 128 sequences
   // over 2,800 keys 474 us against 516); BENCHMARKS.md, seventeenth session.
   const int wanted = g_warps.load(std::memory_order_relaxed);
-  const bool eight = wanted == 8 || (wanted == 0 && live <= sms);
+  const bool eight = wanted == 8 || (wanted != 4 && live <= sms);
   auto ring = [&](auto st, auto w) {
     launch_ring<DP, BN, decltype(st)::value, decltype(w)::value>(s, grid, folding, q, k, v, ranges, scale,
                                                                  out, n_q, n_k, heads, kv_heads, d, pg,
