@@ -1,11 +1,14 @@
 // The bf16 tensor-core linear (src/backend/cuda/linear_tc.cu, linear_tc_small.cu, linear_tc_large.cu) on the
 // 1B decoder's shapes as the model runs them (hidden 1024, q|k|v and gate|up stacked at load, 28 layers,
-// lm_head 151,936) at 1, 2, 4, 8, 16 and 64 rows: microseconds per call and the weight stream's GB/s, with
-// the bound at the H200's measured 4.3 TB/s beside each figure, for every small-row configuration of
-// test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's candidates), and
+// lm_head 151,936) at 1, 2, 4, 8, 16, 32, 64, 128 and 256 rows: microseconds per call and the weight stream's
+// GB/s, with the bound at the H200's measured 4.3 TB/s beside each figure, for every small-row configuration
+// of test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's candidates), and
 // whether each one's output bits equal configuration 0's. Built with -DTF_BENCH=ON where the CUDA backend is
 // built; runs on the GPU machine:
-//   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2]   (default 200 reps, every config)
+//   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2] [--split-min N] [--split-mma]
+// (default 200 reps, every config; --split-min: test_hooks::set_cuda_linear_split_min_rows, 257 = the split
+// form off; from 17 rows it otherwise preempts the small-row configurations where it applies; --split-mma:
+// its partials on the mma.sync tiles instead of the wgmma blocks)
 // The large-row section times every configuration of test_hooks::set_cuda_linear_large_config at the
 // prefill and vision shapes and checks each one's output bits against config 0's.
 // Per call, two timings with CUDA events over `reps` calls after a warm-up:
@@ -43,7 +46,7 @@ constexpr LinearShape kShapes[] = {
     {"qkv_proj", 1024, 4096, 28},  {"o_proj", 2048, 1024, 28},   {"gate_up", 1024, 6144, 28},
     {"down_proj", 3072, 1024, 28}, {"lm_head", 1024, 151936, 1}, {"launch", 8, 8, 0},
 };
-constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 64};
+constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
 
 using tf::bench::dev_alloc;
@@ -150,6 +153,9 @@ int main(int argc, char** argv) {
     const std::string arg = argv[a];
     if (arg == "--large-only") large_only = true;
     if (arg == "--small-only") small_only = true;
+    if (arg == "--split-min" && a + 1 < argc)
+      tf::test_hooks::set_cuda_linear_split_min_rows(std::atoi(argv[++a]));
+    if (arg == "--split-mma") tf::test_hooks::set_cuda_linear_split_mma(true);
     if (arg == "--configs" && a + 1 < argc)
       for (const char* p = argv[++a]; *p;) {
         char* end = nullptr;
@@ -161,8 +167,9 @@ int main(int argc, char** argv) {
     for (int c = 0; c < tf::test_hooks::cuda_linear_small_configs(); ++c) cfgs.push_back(c);
   cudaDeviceProp prop{};
   TF_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing\n", prop.name,
-              prop.multiProcessorCount, reps);
+  std::printf(
+      "linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing; split form from %d rows\n",
+      prop.name, prop.multiProcessorCount, reps, tf::test_hooks::cuda_linear_split_min_rows());
   cudaStream_t s;
   TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (!large_only) decode_section(s, reps, cfgs);

@@ -7,7 +7,8 @@ GPU and pages, each figure beside its hardware bound.
 
   TENSORFOLD the CUDA build's binary (BENCHMARKS.md "Serving" has the device call); OUT_DIR gets the table
   (serve_bench.md), raw results (serve_bench.json) and logs (default $OUT). --shape: lighton-1b (default; pages
-  1540 px), qwen3_5-0.8b or qwen3_5-4b (2048 px). TF_SERVE_BENCH_C128=1 adds concurrency 128.
+  1540 px), qwen3_5-0.8b or qwen3_5-4b (2048 px). TF_SERVE_BENCH_C128=1 adds concurrency 128;
+  TF_SERVE_BENCH_SERVER_ARGS adds flags to `tensorfold serve` (e.g. --enforce-eager with TF_CUDA_OP_PROFILE).
 
 Steps, each bounded by the overall --budget (seconds from start; the device call's limit is 600 s):
 1. a full-size random bf16 checkpoint of the shape (bench/model/gpu_bench.py build_full: the oracle's
@@ -200,6 +201,7 @@ def start_server(args, ckpt, ctx, max_level, log_path):
     backend = os.environ.get("TF_SERVE_BENCH_BACKEND", "cuda")  # cpu: a dry run of this script without a GPU
     cmd = [args["tensorfold"], "serve", ckpt, "--vision", "--backend", backend, "--host", "127.0.0.1", "--port", "0",
            "--parallel", str(max_level), "--context", str(ctx), "--cache-mb", "0", "--no-drafts"]
+    cmd += os.environ.get("TF_SERVE_BENCH_SERVER_ARGS", "").split()  # e.g. --enforce-eager (op profiles)
     log(" ".join(cmd))
     logf = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)

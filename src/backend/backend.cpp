@@ -117,6 +117,11 @@ bool set_cuda_linear_small_config(int) { return false; }
 int cuda_linear_small_configs() { return 0; }
 int cuda_linear_small_default() { return 0; }
 const char* cuda_linear_small_config_name(int) { return ""; }
+bool set_cuda_linear_split_min_rows(int) { return false; }
+int cuda_linear_split_min_rows_default() { return 0; }
+int cuda_linear_split_min_rows() { return 0; }
+int64_t cuda_linear_split_calls() { return 0; }
+bool set_cuda_linear_split_mma(bool) { return false; }
 bool set_cuda_attention_variant(int) { return false; }
 int cuda_attention_variants() { return 0; }
 int cuda_attention_default() { return 0; }

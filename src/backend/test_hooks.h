@@ -30,11 +30,12 @@ bool set_cuda_linear_small_grid_cap(int blocks);
 // on (the default) where they apply, or off (the ops they fuse, in turn). False without CUDA.
 bool set_cuda_fused_linear(bool on);
 
-// Which tile configuration runs linears of more than 128 rows: 0 the first one (128 x 128 blocks, the chunk
-// sums in shared memory; cuda_linear_large_default() names the production one), 1 128 x 64 blocks with the
-// sums in registers, 2 .. cuda_linear_large_configs() - 1 the candidates of backend/cuda/linear_tc_large.cu
-// (swizzled stages; their shapes are listed there and in cuda_linear_large_config_name). All compute the same
-// sums in the same order (a speed choice; the contract test checks their bits are equal). False without CUDA.
+// Which tile configuration runs linears of 17 rows or more that the split form does not take: 0 the first one
+// (128 x 128 blocks, the chunk sums in shared memory; cuda_linear_large_default() names the production one),
+// 1 128 x 64 blocks with the sums in registers, 2 .. cuda_linear_large_configs() - 1 the candidates of
+// backend/cuda/linear_tc_large.cu (swizzled stages; their shapes are listed there and in
+// cuda_linear_large_config_name). All compute the same sums in the same order (a speed choice; the contract
+// test checks their bits are equal). False without CUDA.
 bool set_cuda_linear_large_config(int which);
 int cuda_linear_large_configs();                       // 0 without CUDA
 int cuda_linear_large_default();                       // the configuration production runs
@@ -48,6 +49,16 @@ bool set_cuda_linear_small_config(int which);
 int cuda_linear_small_configs();                       // 0 without CUDA
 int cuda_linear_small_default();                       // the configuration production runs
 const char* cuda_linear_small_config_name(int which);  // e.g. "gemv 8/16 cols (<=4/<=16 rows), <=16 warps"
+// Calls of at least `rows` rows (up to 256) whose output tiles are too few for the SMs run the tiled linear
+// split by k chunk (backend/cuda/linear_split.cu); a larger value (257) turns the split form off. The same
+// bits either way (contract). False without CUDA.
+bool set_cuda_linear_split_min_rows(int rows);
+int cuda_linear_split_min_rows_default();  // 0 without CUDA
+int cuda_linear_split_min_rows();          // the current value (0 without CUDA)
+int64_t cuda_linear_split_calls();         // split-form launches so far (0 without CUDA)
+// The split form's partials on the 64 x 64 mma.sync tiles even where the wgmma blocks apply (on), or the
+// production choice (off). The same bits. False without CUDA.
+bool set_cuda_linear_split_mma(bool on);
 
 // Which flash-attention kernel runs (backend/cuda/attention_tc.cu): 0 the first, 1 .. the variants
 // listed there (same bits per row). False without CUDA.

@@ -13,25 +13,33 @@
 // so a row's bits are the same whether the call has 1, 8, 37 or 9,000 rows and whichever
 // configuration ran it (mma.cuh explains why the instruction allows it). The configuration is picked
 // from the shape only for speed:
-// - n <= 64 (decode, draft verification, small batches): linear_tc_small.cu's kernel by default
-//   (test_hooks::set_cuda_linear_small_config; the same arithmetic, its loads cheaper to issue), else the
-//   chunks kernel below. A block owns BN output
-//   columns over all of k; its warps take chunks in turn (warp w: chunks w, w + NW, ...), each
-//   streaming its chunk through its own cp.async ring, so up to NW chunks are in flight per block and
-//   the blocks (out_f / BN of them, BN 8 or 16) cover the SMs; the partials meet in shared memory and
-//   are added in chunk order. Only the call's real rows of x are staged (the mma's padding rows read
-//   a real row and are discarded: output row i depends only on row i of A).
-// - n > 64 (prefill): the tiled kernel, one k loop per block with the chunk sums kept beside the accumulators
-//   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
-//   Above 128 rows, test_hooks::set_cuda_linear_large_config (or TF_CUDA_LINEAR_LARGE) picks the tiling:
-//   0 and 1 below, 2.. the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 and 11 the
-//   wgmma forms of linear_tc_wgmma_sm90a.cu (the default); bench/linear/linear_bench.cpp times them all and
-//   the contract test checks their bits equal config 0's.
+// - 17..256 rows whose 64 x 64 tiles are fewer than two per SM (many sequences decoding: 1B o_proj at 128
+//   rows has 32 tiles walking 2,048 of k each): the split form, one block per (tile, k chunk) writing its
+//   partial p_c unrounded to a workspace (configuration 11's wgmma blocks on compute capability 9.0, else the
+//   64 x 64 tiled kernel below), and linear_split.cu's fold adding them in chunk order (+ bias, one
+//   rounding): the same additions in the same order.
+// - Else from 17 rows (kLargeMinRows; prefill, vision, lm_head over many sequences):
+//   test_hooks::set_cuda_linear_large_config (or TF_CUDA_LINEAR_LARGE) picks the tiling: 0 and 1 below, 2..
+//   the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 and 11 the wgmma forms of
+//   linear_tc_wgmma_sm90a.cu (the default); bench/linear/linear_bench.cpp times them all and the contract
+//   test checks their bits equal config 0's.
+// - <= 16 rows (decode, draft verification), or where none of the above applies (in_f % 8, alignment):
+//   linear_tc_small.cu's kernel by default (test_hooks::set_cuda_linear_small_config; the same arithmetic,
+//   its loads cheaper to issue) up to 64 rows, else the chunks kernel below. A block owns BN output columns
+//   over all of k; its warps take chunks in turn (warp w: chunks w, w + NW, ...), each streaming its chunk
+//   through its own cp.async ring, so up to NW chunks are in flight per block and the blocks (out_f / BN of
+//   them, BN 8 or 16) cover the SMs; the partials meet in shared memory and are added in chunk order. Only
+//   the call's real rows of x are staged (the mma's padding rows read a real row and are discarded: output
+//   row i depends only on row i of A).
+// - Past 64 rows otherwise: the tiled kernel, one k loop per block with the chunk sums kept beside the
+//   accumulators (acc from zero for each chunk, total += acc at its end): the same additions in the same
+//   order.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/env_choice.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/linear_split.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
 
@@ -51,15 +59,15 @@ using namespace mma;
 // below can change it, for the small-row configuration alone, to plant an invariance failure.
 constexpr int kChunk = 256;
 std::atomic<int> g_planted_small_chunk{0};
-// > 128 rows: 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64 register-sum tiles (both below), 2.. the
-// swizzled candidates of linear_tc_large.cu (listed there). All the same bits.
-// The default: config 11 (linear_tc_wgmma_sm90a.cu: 128 x 64 blocks of Hopper's wgmma, 4 stages, two per SM;
-// config 7, the 128 x 64 mma.sync blocks, where the device is not compute capability 9.0). Measured on the
-// H200 (bench/linear, BENCHMARKS.md "wgmma"): 1.4-1.6x config 7 on every prefill and vision shape; 10-12 %
-// faster than config 10 (128 x 128) on the decoder's 2,333-row shapes, within 3 % of it on the vision
-// tower's. Every configuration gives the same bits.
+// From kLargeMinRows rows (where the split form does not run): 0 the 128 x 128 smem-sum tiles, 1 the 128 x 64
+// register-sum tiles (both below), 2.. the swizzled candidates of linear_tc_large.cu (listed there). All the
+// same bits. The default: config 11 (linear_tc_wgmma_sm90a.cu: 128 x 64 blocks of Hopper's wgmma, 4 stages,
+// two per SM; config 7, the 128 x 64 mma.sync blocks, where the device is not compute capability 9.0).
+// Measured on the H200 (bench/linear, BENCHMARKS.md "wgmma"): 1.4-1.6x config 7 on every prefill and vision
+// shape; 10-12 % faster than config 10 (128 x 128) on the decoder's 2,333-row shapes, within 3 % of it on the
+// vision tower's. Every configuration gives the same bits.
 constexpr int kDefaultLargeConfig = 11;
-// TF_CUDA_LINEAR_LARGE=N runs configuration N above 128 rows (benchmarks of a candidate in whole runs; the
+// TF_CUDA_LINEAR_LARGE=N runs configuration N on those calls (benchmarks of a candidate in whole runs; the
 // same bits whichever runs, as the contract checks); unset, empty or out of range: the default.
 std::atomic<int> g_large_config{
     env_choice("TF_CUDA_LINEAR_LARGE", 0, linear_tc_large_end() - 1, kDefaultLargeConfig)};
@@ -72,6 +80,22 @@ std::atomic<int> g_large_config{
 // and has not run on the GPU yet.
 constexpr int kDefaultSmallConfig = 7;
 std::atomic<int> g_small_config{kDefaultSmallConfig};
+// The split form (linear_split.cu) for calls of kSplitMinRows .. kSplitMaxRows rows whose 64 x 64 tiles are
+// fewer than kSplitBelowTiles (two per SM): one block per (tile, chunk), then the fold. The same bits;
+// TF_CUDA_LINEAR_SPLIT_MIN / test_hooks::set_cuda_linear_split_min_rows move the lower end (above
+// kSplitMaxRows: off).
+constexpr int kSplitMinRows = 17, kSplitMaxRows = 256;
+constexpr int64_t kSplitBelowTiles = 264;
+std::atomic<int> g_split_min{env_choice("TF_CUDA_LINEAR_SPLIT_MIN", 1, kSplitMaxRows + 1, kSplitMinRows)};
+std::atomic<int64_t> g_split_calls{0};  // test_hooks::cuda_linear_split_calls
+std::atomic<bool> g_split_mma{false};
+// The large-row configurations (test_hooks::set_cuda_linear_large_config) run calls of at least this many
+// rows that the split form does not take (lm_head, gate_up at 256 rows); TF_CUDA_LINEAR_LARGE_MIN moves it
+// (benchmarks; 129: the rule before the split form).
+constexpr int kLargeMinRows = 17;
+std::atomic<int> g_large_min{
+    env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30,
+               kLargeMinRows)};  // test_hooks::set_cuda_linear_split_mma: the mma.sync tiles always
 // The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
 // 4 linear_add (7: all, 0: none, the ops they fuse in turn: the same bits); TF_CUDA_FUSED_LINEAR for
 // whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
@@ -295,17 +319,21 @@ struct TileCfg {
   static_assert(kChunk % BK == 0);
 };
 
+// part: null, or the split form's workspace (linear_split.cu): block z then runs chunk z alone and writes its
+// partial p_z, unrounded and without bias, to part[(z * n + i) * out_f + j]; launch_linear_fold adds them.
 template <class Cfg, int BM, int BN, int BK, int WM, int WN, int STAGES, class TO>
 __global__ void __launch_bounds__(Cfg::kThreads)
     linear_tc_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
                      const bf16_t* __restrict__ bias, TO* __restrict__ out, int64_t n, int64_t in_f,
-                     int64_t out_f, bool vec) {
+                     int64_t out_f, bool vec, float* __restrict__ part) {
   extern __shared__ __align__(16) bf16_t smem[];
   constexpr int LD = Cfg::kLd, MT = WM / 16, NT = WN / 8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / Cfg::kWarpsN, wn = warp % Cfg::kWarpsN;
   const int64_t i0 = static_cast<int64_t>(blockIdx.y) * BM, j0 = static_cast<int64_t>(blockIdx.x) * BN;
-  const int64_t k_tiles = (in_f + BK - 1) / BK;
+  // k tiles [kt0, kt1): all of k, or chunk blockIdx.z's (split form).
+  const int64_t kt0 = part ? static_cast<int64_t>(blockIdx.z) * (kChunk / BK) : 0;
+  const int64_t k_tiles = (in_f + BK - 1) / BK, kt1 = part ? min(k_tiles, kt0 + kChunk / BK) : k_tiles;
 
   float acc[MT][NT][4];
   zero(acc);
@@ -319,21 +347,21 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   };
 
   auto stage = [&](int64_t kt) {
-    bf16_t* sa = smem + (kt % STAGES) * Cfg::kStageElems;
+    bf16_t* sa = smem + ((kt - kt0) % STAGES) * Cfg::kStageElems;
     bf16_t* sb = sa + BM * LD;
-    if (kt < k_tiles) {
+    if (kt < kt1) {
       load_rows<BK, LD>(sa, x, i0, BM, n, kt * BK, in_f, vec, threadIdx.x, Cfg::kThreads);
       load_rows<BK, LD>(sb, w, j0, BN, out_f, kt * BK, in_f, vec, threadIdx.x, Cfg::kThreads);
     }
     cp_async_commit();
   };
-  for (int s = 0; s < STAGES - 1; ++s) stage(s);
+  for (int s = 0; s < STAGES - 1; ++s) stage(kt0 + s);
 
-  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+  for (int64_t kt = kt0; kt < kt1; ++kt) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
     stage(kt + STAGES - 1);
-    const bf16_t* sa = smem + (kt % STAGES) * Cfg::kStageElems;
+    const bf16_t* sa = smem + ((kt - kt0) % STAGES) * Cfg::kStageElems;
     const bf16_t* sb = sa + BM * LD;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
@@ -346,7 +374,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     }
     // End of a chunk (or of k): total = p_0, then total += p_c, in chunk order.
     if (((kt + 1) * BK) % kChunk == 0 || kt + 1 == k_tiles) {
-      const bool first = (kt * BK) / kChunk == 0;
+      const bool first = (kt * BK) / kChunk == (kt0 * BK) / kChunk;
 #pragma unroll
       for (int a = 0; a < MT; ++a)
 #pragma unroll
@@ -368,6 +396,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         const int64_t i = i0 + wm * WM + a * 16 + g + (c / 2) * 8, j = j0 + wn * WN + b * 8 + 2 * t + c % 2;
         if (i >= n || j >= out_f) continue;
         float v = tot(a, b, c);
+        if (part) {
+          part[(static_cast<int64_t>(blockIdx.z) * n + i) * out_f + j] = v;
+          continue;
+        }
         if (bias) v += to_f(bias[j]);
         out[i * out_f + j] = from_f<TO>(v);
       }
@@ -375,7 +407,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, class TO, bool REG = false>
 void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
-                int64_t in_f, int64_t out_f, bool vec) {
+                int64_t in_f, int64_t out_f, bool vec, float* part = nullptr, unsigned chunks = 1) {
   using Cfg = TileCfg<BM, BN, BK, WM, WN, STAGES, REG>;
   auto kernel = linear_tc_kernel<Cfg, BM, BN, BK, WM, WN, STAGES, TO>;
   static OncePerDevice attr;  // the limit is per device
@@ -383,10 +415,36 @@ void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* 
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Cfg::kSmem)));
   });
-  const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM));
-  TF_CHECK(grid.y <= 65535);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, s>>>(x, w, bias, out, n, in_f, out_f, vec);
+  const dim3 grid(blocks_for(out_f, BN), blocks_for(n, BM), part ? chunks : 1);
+  TF_CHECK(grid.y <= 65535 && grid.z <= 65535);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, s>>>(x, w, bias, out, n, in_f, out_f, vec, part);
   TF_CUDA_LAUNCHED();
+}
+
+// The split form where it applies (see the top of this file); false (nothing queued) elsewhere.
+template <class TO>
+bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
+  const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0), n_chunks = (in_f + kChunk - 1) / kChunk;
+  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows || n_chunks < 2 ||
+      int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) >= kSplitBelowTiles)
+    return false;
+  float* part = linear_partials(s, n_chunks * n * out_f);
+  if (!part) return false;
+  const auto* xp = ptr<const bf16_t>(x);
+  const auto* wp = ptr<const bf16_t>(w);
+  const bool vec =
+      in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
+  TO* op = ptr<TO>(out);
+  const bool wgmma_ok =
+      vec && n < (int64_t{1} << 30) && in_f < (int64_t{1} << 30) && out_f < (int64_t{1} << 30);
+  if (!(wgmma_ok && !g_split_mma.load(std::memory_order_relaxed) &&
+        launch_linear_tc_wgmma_split(s, xp, wp, part, n, in_f, out_f)))
+    launch_cfg<64, 64, 32, 32, 32, 4, TO, true>(s, xp, wp, nullptr, op, n, in_f, out_f, vec, part,
+                                                static_cast<unsigned>(n_chunks));
+  launch_linear_fold(s, part, static_cast<int>(n_chunks), bias ? ptr<const bf16_t>(*bias) : nullptr, op, n,
+                     out_f);
+  g_split_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 template <class TO>
@@ -440,6 +498,7 @@ bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tens
   const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
   const int small = g_small_config.load(std::memory_order_relaxed);
   if (n > 64 || small <= 0 || w.size() > 4) return false;
+  if (n >= g_split_min.load(std::memory_order_relaxed)) return false;  // separate calls: the split form
   for (const Tensor& wi : w)
     if (!linear_tc_applies(x, wi)) return false;
   const std::array<const Tensor*, 4> no_bias{};
@@ -463,8 +522,11 @@ bool linear_tc_applies(const Tensor& x, const Tensor& w) {
 void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
                       const Tensor& out) {
   TF_CHECK(linear_tc_applies(x, w));
+  if (out.dtype == DType::BF16 ? run_split<bf16_t>(s, x, w, bias, out) : run_split<float>(s, x, w, bias, out))
+    return;
   const int large = g_large_config.load(std::memory_order_relaxed);
-  if (x.dim(0) > 128 && large >= linear_tc_large_first() && launch_linear_tc_large(s, large, x, w, bias, out))
+  if (x.dim(0) >= g_large_min.load(std::memory_order_relaxed) && large >= linear_tc_large_first() &&
+      launch_linear_tc_large(s, large, x, w, bias, out))
     return;
   if (out.dtype == DType::BF16)
     run_tc<bf16_t>(s, x, w, bias, out);
@@ -497,6 +559,18 @@ bool set_cuda_linear_small_config(int which) {
   return true;
 }
 int cuda_linear_small_configs() { return 1 + tf::cuda::linear_tc_small_variants(); }
+bool set_cuda_linear_split_min_rows(int rows) {
+  TF_CHECK(rows >= 1);
+  tf::cuda::g_split_min.store(rows, std::memory_order_relaxed);
+  return true;
+}
+int cuda_linear_split_min_rows_default() { return tf::cuda::kSplitMinRows; }
+int cuda_linear_split_min_rows() { return tf::cuda::g_split_min.load(std::memory_order_relaxed); }
+int64_t cuda_linear_split_calls() { return tf::cuda::g_split_calls.load(std::memory_order_relaxed); }
+bool set_cuda_linear_split_mma(bool on) {
+  tf::cuda::g_split_mma.store(on, std::memory_order_relaxed);
+  return true;
+}
 int cuda_linear_small_default() { return tf::cuda::kDefaultSmallConfig; }
 const char* cuda_linear_small_config_name(int which) {
   return which == 0 ? "chunks (linear_tc.cu)" : tf::cuda::linear_tc_small_name(which);

@@ -1,6 +1,6 @@
-// The large-row (n > 128) candidate configurations of the tensor-core linear, 2.. of
-// test_hooks::set_cuda_linear_large_config (0 and 1 stay in linear_tc.cu). Same arithmetic as every
-// configuration there (linear_tc.cu, top): k in fixed 256-wide chunks, each chunk's partial an f32
+// The large-row (n >= 17, where the split form does not run) candidate configurations of the tensor-core
+// linear, 2.. of test_hooks::set_cuda_linear_large_config (0 and 1 stay in linear_tc.cu). Same arithmetic as
+// every configuration there (linear_tc.cu, top): k in fixed 256-wide chunks, each chunk's partial an f32
 // mma.sync m16n8k16 chain over its k in increasing 16-wide steps from zero (steps at or past in_f
 // skipped), partials added in chunk order, + bias in f32, one rounding. So the bits equal config 0's
 // for every row count; only the tiling, the pipeline and the shared-memory layout differ:

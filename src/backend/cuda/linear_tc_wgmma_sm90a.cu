@@ -1,11 +1,11 @@
 // linear on Hopper's warpgroup tensor-core instruction (wgmma.mma_async, sm_90a): configurations 10 and 11
-// (the default above 128 rows) of test_hooks::set_cuda_linear_large_config, the same arithmetic as every
-// configuration of linear_tc.cu (its top): k in fixed 256-wide chunks, each chunk's partial an f32 chain over
-// its k in increasing 16-wide steps from zero (steps at or past in_f skipped), partials added in chunk order
-// from -0.0f (linear_tc_large.cu, REG), + bias in f32, one rounding. The chain's k16 step rounds as mma.sync
-// m16n8k16's does (both take 16 products and the running f32 sum per element): the contract
-// (CudaContract.BatchInvarianceLinearLargeConfigs) and bench/linear compare the bits with configuration 0's,
-// equal on every shape measured on the H200.
+// (the default from 17 rows where the split form does not run) of test_hooks::set_cuda_linear_large_config,
+// the same arithmetic as every configuration of linear_tc.cu (its top): k in fixed 256-wide chunks, each
+// chunk's partial an f32 chain over its k in increasing 16-wide steps from zero (steps at or past in_f
+// skipped), partials added in chunk order from -0.0f (linear_tc_large.cu, REG), + bias in f32, one rounding.
+// The chain's k16 step rounds as mma.sync m16n8k16's does (both take 16 products and the running f32 sum per
+// element): the contract (CudaContract.BatchInvarianceLinearLargeConfigs) and bench/linear compare the bits
+// with configuration 0's, equal on every shape measured on the H200.
 //
 // Block: 128 x BN outputs (BN 128 or 64), two warpgroups of m64 x BN (warpgroup g: rows 64g..64g+63), k tiles
 // of 64 (one 128-byte row per operand row) in a STAGES-deep cp.async ring. The stages use the 128-byte
@@ -112,11 +112,14 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[BN / 2], uint64_t a, uint64
     wgmma_m64n64k16(d, a, b);
 }
 
-template <class C, class TO>
+// SPLIT (the split form, linear_split.cu; not with PIPE): block z runs chunk z alone and writes its partial,
+// unrounded and without bias, to part[(z * n + i) * out_f + j] instead of out.
+template <class C, class TO, bool SPLIT = false>
 __global__ void __launch_bounds__(kThreads, C::MINB)
     linear_wgmma_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
                         const bf16_t* __restrict__ bias, TO* __restrict__ out, int n, int in_f, int out_f,
-                        bool pair_store) {
+                        bool pair_store, float* __restrict__ part) {
+  static_assert(!(SPLIT && C::PIPE));
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The swizzle atoms must start at 1024-byte shared addresses: align the stage ring there.
   const uint32_t raw = smem_addr(smem_raw);
@@ -126,6 +129,13 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   constexpr int BN = C::BN, STAGES = C::STAGES, NACC = C::kAcc;
   const int i0 = static_cast<int>(blockIdx.y) * BM, j0 = static_cast<int>(blockIdx.x) * BN;
   const int k_tiles = (in_f + BK - 1) / BK;
+  constexpr int kTilesPerChunk = kChunk / BK;
+  const int full_chunks = in_f / kChunk;
+  // Whole chunks [c_begin, c_end), then the shorter last one where `tail`; tiles [kt_first, kt_end).
+  const int z = SPLIT ? static_cast<int>(blockIdx.z) : 0;
+  const int c_begin = z, c_end = SPLIT ? min(full_chunks, z + 1) : full_chunks;
+  const int kt_first = z * kTilesPerChunk, kt_end = SPLIT ? min(k_tiles, kt_first + kTilesPerChunk) : k_tiles;
+  const bool tail = SPLIT ? z == full_chunks : full_chunks * kTilesPerChunk < k_tiles;
 
   // This thread's copy slots: rows ld_row + p * 32 of the A (x) and B (w) tiles, 16-byte chunk ld_ch.
   const int ld_row = tid / (BK / 8), ld_ch = tid % (BK / 8);
@@ -141,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
     bf16_t* sa = smem + (kt % STAGES) * C::kStageElems;
     bf16_t* sb = sa + C::kAElems;
     const int k0 = kt * BK;
-    const bool kok = kt < k_tiles && k0 + ld_ch * 8 < in_f;  // in_f % 8 == 0: a chunk is wholly in or out
+    const bool kok = kt < kt_end && k0 + ld_ch * 8 < in_f;  // in_f % 8 == 0: a chunk is wholly in or out
 #pragma unroll
     for (int p = 0; p < C::kAPasses; ++p) {
       const bool ok = kok && p * kRowsPerPass < a_left;
@@ -155,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
     cp_async_commit();  // a group per tile, so the wait counts below hold
   };
 #pragma unroll
-  for (int s = 0; s < STAGES - 2; ++s) stage(s);
+  for (int s = 0; s < STAGES - 2; ++s) stage(kt_first + s);
 
   // Tile kt's copies landed and visible to the async proxy; queue tile kt + STAGES - 2 into the slot of tile
   // kt - 2, whose wgmma both warpgroups waited for before this barrier. Returns the A and B descriptors'
@@ -177,8 +187,6 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
 
   // Whole chunks: four full tiles each, one wgmma group in flight across tiles (straight-line code between
   // the chunk loop's iterations, else ptxas waits for the groups at every merge).
-  constexpr int kTilesPerChunk = kChunk / BK;
-  const int full_chunks = in_f / kChunk;
   // PIPE: chunk c's tiles into acc (c even) or acc2 (c odd); once its first group is queued, the previous
   // chunk's sum (the other set, whose groups are then done) is added to tot in chunk order and that set
   // starts again from zero. A macro, not a lambda: nvcc 13.0's front end crashes (segmentation fault) on a
@@ -217,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
       for (int c2 = 0; c2 < NACC; ++c2) tot[c2] = tot[c2] + (even ? acc2[c2] : acc[c2]), acc[c2] = 0.0f;
     }
   } else {
-    for (int c = 0; c < full_chunks; ++c) {
+    for (int c = c_begin; c < c_end; ++c) {
 #pragma unroll
       for (int t = 0; t < kTilesPerChunk; ++t) {
         uint32_t a0, b0;
@@ -238,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   }
 #undef TF_WGMMA_PIPE_CHUNK
   // The last, shorter chunk (in_f % 256): its tiles one at a time, k16 steps at or past in_f skipped.
-  if (full_chunks * kTilesPerChunk < k_tiles) {
+  if (tail) {
     for (int kt = full_chunks * kTilesPerChunk; kt < k_tiles; ++kt) {
       uint32_t a0, b0;
       begin_tile(kt, a0, b0);
@@ -260,7 +268,11 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
 #pragma unroll
   for (int q = 0; q < BN / 8; ++q) {
     float v[4] = {tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]};
-    store_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
+    if constexpr (SPLIT)
+      store_fragment(part + static_cast<int64_t>(z) * n * out_f, nullptr, v, row0, j0 + q * 8 + 2 * t, n,
+                     out_f, pair_store);
+    else
+      store_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
   }
 }
 
@@ -277,7 +289,7 @@ void launch(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias
   TF_CHECK(grid.y <= 65535);
   const bool pair = out_f % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (2 * sizeof(TO)) == 0;
   kernel<<<grid, kThreads, C::kSmem, s>>>(x, w, bias, out, static_cast<int>(n), static_cast<int>(in_f),
-                                          static_cast<int>(out_f), pair);
+                                          static_cast<int>(out_f), pair, nullptr);
   TF_CUDA_LAUNCHED();
 }
 
@@ -303,6 +315,24 @@ void run(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16
 }
 
 }  // namespace
+
+bool launch_linear_tc_wgmma_split(cudaStream_t s, const bf16_t* x, const bf16_t* w, float* part, int64_t n,
+                                  int64_t in_f, int64_t out_f) {
+  if (!wgmma::device_is_sm90()) return false;
+  using C = WgCfg<64, 4, 2>;  // configuration 11's blocks
+  auto kernel = linear_wgmma_kernel<C, float, true>;
+  static OncePerDevice attr;
+  attr.run([&](int) {
+    TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(C::kSmem)));
+  });
+  const dim3 grid(blocks_for(out_f, C::BN), blocks_for(n, BM), blocks_for(in_f, kChunk));
+  TF_CHECK(grid.y <= 65535 && grid.z <= 65535);
+  kernel<<<grid, kThreads, C::kSmem, s>>>(x, w, nullptr, nullptr, static_cast<int>(n), static_cast<int>(in_f),
+                                          static_cast<int>(out_f), out_f % 2 == 0, part);
+  TF_CUDA_LAUNCHED();
+  return true;
+}
 
 bool launch_linear_tc_wgmma(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w, const bf16_t* bias,
                             void* out, DType out_dtype, int64_t n, int64_t in_f, int64_t out_f) {
