@@ -6,10 +6,9 @@
 // Shapes: part.ml [n_split, n_q, heads, 2] f32, part.acc [n_split, n_q, heads, d] f32, out [n_q, heads, d]
 // bf16. One block of 128 threads per (row, head); each thread folds the columns col, col + 128 (d <= 256),
 // every thread recomputing the same (M, L) chain.
-#include <mutex>
-
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_workspace.h"
 #include "backend/cuda/pdl.cuh"
 
 namespace tf::cuda {
@@ -18,7 +17,6 @@ namespace {
 constexpr int kThreads = 128;
 // The workspace: enough for 256 decode rows x 16 heads x 15 splits (7,680 keys) at head_dim 128.
 constexpr int64_t kWorkspaceFloats = int64_t{16} << 20;  // 64 MiB
-constexpr int kMaxDevices = 64;
 
 __global__ void __launch_bounds__(kThreads)
     attention_merge_kernel(attn::Partials part, int64_t n_q, int heads, int d, bf16_t* __restrict__ out) {
@@ -43,26 +41,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 float* attention_partials(cudaStream_t s, int64_t floats) {
-  static std::mutex mu;
-  static float* ws[kMaxDevices] = {};
-  static bool failed[kMaxDevices] = {};
-  if (floats > kWorkspaceFloats) return nullptr;
-  int dev = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= kMaxDevices) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!ws[dev] && !failed[dev]) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    TF_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
-    if (st != cudaStreamCaptureStatusNone) return nullptr;  // no allocation inside a capture
-    // Out of memory (the KV pool took the device): the callers fold in the block instead, same bits.
-    if (cudaMalloc(&ws[dev], static_cast<size_t>(kWorkspaceFloats) * sizeof(float)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      ws[dev] = nullptr;
-      failed[dev] = true;
-    }
-  }
-  return ws[dev];
+  static DeviceWorkspace ws(kWorkspaceFloats);  // none: the callers fold in the block instead, same bits
+  return ws.get(s, floats);
 }
 
 void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,

@@ -6,9 +6,8 @@
 //   out[i, j] = rnd(((p_0 + p_1) + p_2) + ... + p_{C-1} (+ bias_j)), f32 additions in chunk order,
 // so the bits are those of every other configuration (contract: CudaContract.BatchInvarianceLinear*).
 // Shapes: part [C, n, out_f] f32, bias [out_f] bf16 or null, out [n, out_f] bf16 or f32.
-#include <mutex>
-
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/device_workspace.h"
 #include "backend/cuda/linear_split.h"
 
 namespace tf::cuda {
@@ -17,7 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 // 8 Mi floats (32 MiB): 1B gate_up at 256 rows takes 4 x 256 x 6,144 = 6.3 Mi.
 constexpr int64_t kWorkspaceFloats = int64_t{8} << 20;
-constexpr int kMaxDevices = 64;
 
 // One element per thread; grid (column blocks, rows).
 template <class TO>
@@ -45,26 +43,8 @@ void fold(cudaStream_t s, const float* part, int chunks, const bf16_t* bias, TO*
 }  // namespace
 
 float* linear_partials(cudaStream_t s, int64_t floats) {
-  static std::mutex mu;
-  static float* ws[kMaxDevices] = {};
-  static bool failed[kMaxDevices] = {};
-  if (floats > kWorkspaceFloats) return nullptr;
-  int dev = 0;
-  TF_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= kMaxDevices) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!ws[dev] && !failed[dev]) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    TF_CUDA_CHECK(cudaStreamIsCapturing(s, &st));
-    if (st != cudaStreamCaptureStatusNone) return nullptr;  // no allocation inside a capture
-    // Out of memory (the KV pool took the device): the callers run the unsplit tiles, same bits.
-    if (cudaMalloc(&ws[dev], static_cast<size_t>(kWorkspaceFloats) * sizeof(float)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      ws[dev] = nullptr;
-      failed[dev] = true;
-    }
-  }
-  return ws[dev];
+  static DeviceWorkspace ws(kWorkspaceFloats);  // none: the callers run the unsplit tiles, same bits
+  return ws.get(s, floats);
 }
 
 void launch_linear_fold(cudaStream_t s, const float* part, int chunks, const bf16_t* bias, bf16_t* out,

@@ -87,6 +87,8 @@ std::atomic<int> g_small_config{kDefaultSmallConfig};
 constexpr int kSplitMinRows = 17, kSplitMaxRows = 256;
 constexpr int64_t kSplitBelowTiles = 264;
 std::atomic<int> g_split_min{env_choice("TF_CUDA_LINEAR_SPLIT_MIN", 1, kSplitMaxRows + 1, kSplitMinRows)};
+// Calls whose k has fewer chunks than this stay unsplit (TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS; benchmarks).
+const int g_split_min_chunks = env_choice("TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS", 2, 1 << 20, 2);
 std::atomic<int64_t> g_split_calls{0};  // test_hooks::cuda_linear_split_calls
 std::atomic<bool> g_split_mma{false};
 // The large-row configurations (test_hooks::set_cuda_linear_large_config) run calls of at least this many
@@ -425,7 +427,7 @@ void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* 
 template <class TO>
 bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0), n_chunks = (in_f + kChunk - 1) / kChunk;
-  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows || n_chunks < 2 ||
+  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows || n_chunks < g_split_min_chunks ||
       int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) >= kSplitBelowTiles)
     return false;
   float* part = linear_partials(s, n_chunks * n * out_f);

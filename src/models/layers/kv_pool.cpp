@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 
 #include "base/status.h"
 
@@ -100,7 +102,39 @@ Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRo
   for (size_t s = 0; s < tabs.size(); ++s)
     std::copy(tabs[s]->blocks().begin(), tabs[s]->blocks().end(),
               p.tables.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(p.max_blocks)));
+  const int64_t n_seg = static_cast<int64_t>(tabs.size());
+  // TF_PAGED_ATTENTION_CUT=0: one call however the step mixes (benchmarks; the same results).
+  static const bool cut_on = [] {
+    const char* e = std::getenv("TF_PAGED_ATTENTION_CUT");
+    return !(e && std::string(e) == "0");
+  }();
+  int64_t cut = 0;
+  while (cut < n_seg &&
+         rows.end(static_cast<size_t>(cut)) - rows.begin(static_cast<size_t>(cut)) <= PagedStep::kFewRows)
+    ++cut;
+  if (cut_on && cut > 0 && cut < n_seg) {
+    p.cut_segs = cut;
+    p.cut_rows = p.seg_rows[static_cast<size_t>(cut)];
+    for (int64_t s = cut; s <= n_seg; ++s)
+      p.tail_seg_rows.push_back(p.seg_rows[static_cast<size_t>(s)] - static_cast<int32_t>(p.cut_rows));
+  }
   return p;
+}
+
+void paged_attention_cut(Backend& b, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                         const Tensor& tables, const Tensor& seg_rows, const Tensor* tail_seg_rows,
+                         int64_t cut_segs, int64_t cut_rows, const Tensor& ranges, float scale,
+                         const Tensor& out) {
+  if (!tail_seg_rows || cut_segs <= 0) {
+    b.paged_attention(q, k_pool, v_pool, tables, seg_rows, ranges, scale, out);
+    return;
+  }
+  const int64_t n = q.dim(0), n_seg = tables.dim(0);
+  b.paged_attention(q.slice_rows(0, cut_rows), k_pool, v_pool, tables.slice_rows(0, cut_segs),
+                    seg_rows.slice_rows(0, cut_segs + 1), ranges.slice_rows(0, cut_rows), scale,
+                    out.slice_rows(0, cut_rows));
+  b.paged_attention(q.slice_rows(cut_rows, n), k_pool, v_pool, tables.slice_rows(cut_segs, n_seg),
+                    *tail_seg_rows, ranges.slice_rows(cut_rows, n), scale, out.slice_rows(cut_rows, n));
 }
 
 PoolBlockRefs::PoolBlockRefs(std::shared_ptr<KvPool> pool, std::vector<int32_t> blocks)

@@ -74,8 +74,24 @@ struct PagedStep {
   std::vector<int32_t> tables;    // [n_seg, max_blocks]: each segment's blocks (unused entries 0)
   std::vector<int32_t> seg_rows;  // [n_seg + 1]: row offsets
   int64_t max_blocks = 1;
+  // The cut between the step's leading few-row segments (decode, draft verification: at most kFewRows rows
+  // each; the engine puts them first) and the rest (prefill chunks): segments [0, cut_segs), rows
+  // [0, cut_rows); tail_seg_rows = seg_rows[cut_segs ..] - cut_rows. cut_segs is 0 where the step is all
+  // of one kind.
+  static constexpr int64_t kFewRows = 16;
+  int64_t cut_segs = 0, cut_rows = 0;
+  std::vector<int32_t> tail_seg_rows;
 };
 Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRows& rows, Backend& b);
+
+// Backend::paged_attention over a step's rows, as two calls where the step has a cut (PagedStep): the few-row
+// segments, then the rest (tail_seg_rows: PagedStep::tail_seg_rows on the device), so that a backend runs
+// each with the kernels shaped for it (the CUDA backend's decode blocks need few rows per segment). Every row
+// is computed from its own query, key range and table alone: the same result as one call.
+void paged_attention_cut(Backend& b, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                         const Tensor& tables, const Tensor& seg_rows, const Tensor* tail_seg_rows,
+                         int64_t cut_segs, int64_t cut_rows, const Tensor& ranges, float scale,
+                         const Tensor& out);
 
 // References to pool blocks held by a prompt-cache block (CacheBlock::shared).
 class PoolBlockRefs final : public SharedBlocks {

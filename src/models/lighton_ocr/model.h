@@ -59,9 +59,12 @@ class LightOnOcrModel final : public Model {
 
  private:
   // text.cpp: the decoder over one step's rows. Inputs on the device: ids[n] I32, angles[n, head_dim/2]
-  // F32 (RoPE), ranges[n, 2], slots[n], seg_rows[n_seg + 1], tables[n_seg, width] (paged_attention).
+  // F32 (RoPE), ranges[n, 2], slots[n], seg_rows[n_seg + 1], tables[n_seg, width] (paged_attention), and
+  // where the step mixes few-row and longer segments the cut between them (kv_pool.h paged_attention_cut).
   struct TextInputs {
     Tensor ids, angles, ranges, slots, seg_rows, tables;
+    const Tensor* tail_seg_rows = nullptr;  // [n_seg - cut_segs + 1]
+    int64_t cut_segs = 0, cut_rows = 0;
   };
   // Activations of n rows (attn [n, heads, head_dim]; xn ends as the final norm's output).
   struct TextScratch {

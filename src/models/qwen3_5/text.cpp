@@ -59,7 +59,8 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const MixerIo& io, co
   if (paged) {  // every segment at once, each against its own blocks
     b.scatter_rows(kh, slots, *paged->k);
     b.scatter_rows(vh, slots, *paged->v);
-    b.paged_attention(qh, *paged->k, *paged->v, *paged->tables, *paged->seg_rows, ranges, scale, ah);
+    paged_attention_cut(b, qh, *paged->k, *paged->v, *paged->tables, *paged->seg_rows, paged->tail_seg_rows,
+                        paged->cut_segs, paged->cut_rows, ranges, scale, ah);
   }
   for (const AttnKv& s : kv) {  // each segment against its own contiguous K/V
     const Tensor sl = slots.slice_rows(s.r0, s.r1);
@@ -174,7 +175,13 @@ void Qwen35Model::text_layers(std::span<const SegRows> parts, const TextStep& in
     const MixerIo io{h, in.o, &L.input_layernorm.tensor(), &in.xn, &h};
     if (L.full_attention) {
       const size_t pl = static_cast<size_t>(parts[0].cache->kv_layer[l]);
-      const PagedKv paged{&pool_->k(pl), &pool_->v(pl), &in.tables, &in.seg_rows};
+      const PagedKv paged{.k = &pool_->k(pl),
+                          .v = &pool_->v(pl),
+                          .tables = &in.tables,
+                          .seg_rows = &in.seg_rows,
+                          .tail_seg_rows = in.tail_seg_rows,
+                          .cut_segs = in.cut_segs,
+                          .cut_rows = in.cut_rows};
       full_attention(L.attn, io, in.cos, in.sin, in.slots, in.ranges, &paged, {}, in.qg, in.mix);
       capture(capture_, b, name + ".self_attn", in.o);
     } else {
@@ -276,7 +283,12 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
                                          n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
-  text_layers(parts, {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gu, mid}, h);
+  DeviceBuffer tail;  // the decode / prefill cut's second seg_rows (kv_pool.h), where the step has one
+  if (pg.cut_segs > 0) tail = upload_i32(b, pg.tail_seg_rows);
+  text_layers(parts,
+              {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gu, mid,
+               tail.empty() ? nullptr : &tail.tensor(), pg.cut_segs, pg.cut_rows},
+              h);
   for (const SegRows& s : parts) {
     Qwen35Cache& c = *s.cache;
     c.n_past_ = s.pos0 + s.n();
