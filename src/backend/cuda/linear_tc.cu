@@ -90,14 +90,12 @@ std::atomic<int> g_split_min{env_choice("TF_CUDA_LINEAR_SPLIT_MIN", 1, kSplitMax
 // Calls whose k has fewer chunks than this stay unsplit (TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS; benchmarks).
 const int g_split_min_chunks = env_choice("TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS", 2, 1 << 20, 2);
 std::atomic<int64_t> g_split_calls{0};  // test_hooks::cuda_linear_split_calls
-std::atomic<bool> g_split_mma{false};
+std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma: the mma.sync tiles always
 // The large-row configurations (test_hooks::set_cuda_linear_large_config) run calls of at least this many
 // rows that the split form does not take (lm_head, gate_up at 256 rows); TF_CUDA_LINEAR_LARGE_MIN moves it
 // (benchmarks; 129: the rule before the split form).
 constexpr int kLargeMinRows = 17;
-std::atomic<int> g_large_min{
-    env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30,
-               kLargeMinRows)};  // test_hooks::set_cuda_linear_split_mma: the mma.sync tiles always
+std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
 // The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
 // 4 linear_add (7: all, 0: none, the ops they fuse in turn: the same bits); TF_CUDA_FUSED_LINEAR for
 // whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
@@ -423,6 +421,12 @@ void launch_cfg(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* 
   TF_CUDA_LAUNCHED();
 }
 
+// Whether x and w rows can be staged in 16-byte copies (load_rows' vec).
+bool copies16(const bf16_t* x, const bf16_t* w, int64_t in_f) {
+  return in_f % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
 // The split form where it applies (see the top of this file); false (nothing queued) elsewhere.
 template <class TO>
 bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
@@ -434,8 +438,7 @@ bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* b
   if (!part) return false;
   const auto* xp = ptr<const bf16_t>(x);
   const auto* wp = ptr<const bf16_t>(w);
-  const bool vec =
-      in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
+  const bool vec = copies16(xp, wp, in_f);
   TO* op = ptr<TO>(out);
   const bool wgmma_ok =
       vec && n < (int64_t{1} << 30) && in_f < (int64_t{1} << 30) && out_f < (int64_t{1} << 30);
@@ -456,8 +459,7 @@ void run_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias
   const auto* wp = ptr<const bf16_t>(w);
   const bf16_t* bp = bias ? ptr<const bf16_t>(*bias) : nullptr;
   TO* op = ptr<TO>(out);
-  const bool vec =
-      in_f % 8 == 0 && reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(wp) % 16 == 0;
+  const bool vec = copies16(xp, wp, in_f);
   const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
   const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
   const int small = g_small_config.load(std::memory_order_relaxed);

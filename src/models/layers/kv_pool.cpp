@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "models/layers/util.h"
 
 namespace tf {
 
@@ -121,20 +122,25 @@ Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRo
   return p;
 }
 
+PagedCut upload_cut(Backend& b, const PagedStep& p, DeviceBuffer& tail) {
+  if (p.cut_segs <= 0) return {};
+  tail = upload_i32(b, p.tail_seg_rows);
+  return {&tail.tensor(), p.cut_segs, p.cut_rows};
+}
+
 void paged_attention_cut(Backend& b, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                         const Tensor& tables, const Tensor& seg_rows, const Tensor* tail_seg_rows,
-                         int64_t cut_segs, int64_t cut_rows, const Tensor& ranges, float scale,
-                         const Tensor& out) {
-  if (!tail_seg_rows || cut_segs <= 0) {
+                         const Tensor& tables, const Tensor& seg_rows, const PagedCut& cut,
+                         const Tensor& ranges, float scale, const Tensor& out) {
+  if (!cut.tail_seg_rows) {
     b.paged_attention(q, k_pool, v_pool, tables, seg_rows, ranges, scale, out);
     return;
   }
-  const int64_t n = q.dim(0), n_seg = tables.dim(0);
-  b.paged_attention(q.slice_rows(0, cut_rows), k_pool, v_pool, tables.slice_rows(0, cut_segs),
-                    seg_rows.slice_rows(0, cut_segs + 1), ranges.slice_rows(0, cut_rows), scale,
-                    out.slice_rows(0, cut_rows));
-  b.paged_attention(q.slice_rows(cut_rows, n), k_pool, v_pool, tables.slice_rows(cut_segs, n_seg),
-                    *tail_seg_rows, ranges.slice_rows(cut_rows, n), scale, out.slice_rows(cut_rows, n));
+  const int64_t n = q.dim(0), n_seg = tables.dim(0), r = cut.rows;
+  b.paged_attention(q.slice_rows(0, r), k_pool, v_pool, tables.slice_rows(0, cut.segs),
+                    seg_rows.slice_rows(0, cut.segs + 1), ranges.slice_rows(0, r), scale,
+                    out.slice_rows(0, r));
+  b.paged_attention(q.slice_rows(r, n), k_pool, v_pool, tables.slice_rows(cut.segs, n_seg),
+                    *cut.tail_seg_rows, ranges.slice_rows(r, n), scale, out.slice_rows(r, n));
 }
 
 PoolBlockRefs::PoolBlockRefs(std::shared_ptr<KvPool> pool, std::vector<int32_t> blocks)

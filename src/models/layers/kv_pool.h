@@ -84,14 +84,21 @@ struct PagedStep {
 };
 Expected<PagedStep> page_step(const std::vector<BlockTable*>& tabs, const StepRows& rows, Backend& b);
 
-// Backend::paged_attention over a step's rows, as two calls where the step has a cut (PagedStep): the few-row
-// segments, then the rest (tail_seg_rows: PagedStep::tail_seg_rows on the device), so that a backend runs
-// each with the kernels shaped for it (the CUDA backend's decode blocks need few rows per segment). Every row
-// is computed from its own query, key range and table alone: the same result as one call.
+// A PagedStep's cut on the device (tail_seg_rows null: none; the model's inputs carry it to its layers).
+struct PagedCut {
+  const Tensor* tail_seg_rows = nullptr;  // [n_seg - segs + 1]
+  int64_t segs = 0, rows = 0;
+};
+// Uploads p's tail_seg_rows into `tail` where p has a cut; the cut that refers to it.
+PagedCut upload_cut(Backend& b, const PagedStep& p, DeviceBuffer& tail);
+
+// Backend::paged_attention over a step's rows, as two calls where the step has a cut: the few-row segments,
+// then the rest, so that a backend runs each with the kernels shaped for it (the CUDA backend's decode blocks
+// need few rows per segment). Every row is computed from its own query, key range and table alone: the same
+// result as one call.
 void paged_attention_cut(Backend& b, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
-                         const Tensor& tables, const Tensor& seg_rows, const Tensor* tail_seg_rows,
-                         int64_t cut_segs, int64_t cut_rows, const Tensor& ranges, float scale,
-                         const Tensor& out);
+                         const Tensor& tables, const Tensor& seg_rows, const PagedCut& cut,
+                         const Tensor& ranges, float scale, const Tensor& out);
 
 // References to pool blocks held by a prompt-cache block (CacheBlock::shared).
 class PoolBlockRefs final : public SharedBlocks {

@@ -63,8 +63,7 @@ class LightOnOcrModel final : public Model {
   // where the step mixes few-row and longer segments the cut between them (kv_pool.h paged_attention_cut).
   struct TextInputs {
     Tensor ids, angles, ranges, slots, seg_rows, tables;
-    const Tensor* tail_seg_rows = nullptr;  // [n_seg - cut_segs + 1]
-    int64_t cut_segs = 0, cut_rows = 0;
+    PagedCut cut = {};
   };
   // Activations of n rows (attn [n, heads, head_dim]; xn ends as the final norm's output).
   struct TextScratch {

@@ -83,8 +83,8 @@ void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, con
     }
     b.qkv_prep(s.qkv, &L.q_norm.tensor(), &L.k_norm.tensor(), eps, s.cos, s.sin, &in.slots, s.q, pool.k(l),
                pool.v(l));
-    paged_attention_cut(b, s.q, pool.k(l), pool.v(l), in.tables, in.seg_rows, in.tail_seg_rows, in.cut_segs,
-                        in.cut_rows, in.ranges, scale, s.attn);
+    paged_attention_cut(b, s.q, pool.k(l), pool.v(l), in.tables, in.seg_rows, in.cut, in.ranges, scale,
+                        s.attn);
     c.linear_add(s.attn.tensor().reshaped({n, nh * hd}), L.o_proj, bias(L.o_bias), s.o, s.h);
     capture(capture_, b, name + ".self_attn", s.o);
     c.rms_norm_linear_glu(s.h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, s.xn, L.gate_up_proj,
@@ -134,12 +134,10 @@ Expected<Buffer> LightOnOcrModel::forward_step(std::span<const Segment> segs, St
   DeviceBuffer slots = upload_i32(b, paged.slots), seg_rows = upload_i32(b, paged.seg_rows);
   DeviceBuffer tables = b.alloc(DType::I32, {static_cast<int64_t>(segs.size()), paged.max_blocks});
   b.upload(tables, paged.tables.data());
-  DeviceBuffer tail;  // the decode / prefill cut's second seg_rows (kv_pool.h), where the step has one
-  if (paged.cut_segs > 0) tail = upload_i32(b, paged.tail_seg_rows);
+  DeviceBuffer tail;
+  const PagedCut cut = upload_cut(b, paged, tail);
   const TextScratch s = text_scratch(n);
-  text_stack({ids, angles, ranges, slots, seg_rows, tables, tail.empty() ? nullptr : &tail.tensor(),
-              paged.cut_segs, paged.cut_rows},
-             s, &rows, segs);
+  text_stack({ids, angles, ranges, slots, seg_rows, tables, cut}, s, &rows, segs);
   return lm_head_logits(b, s.xn, rows.logit_rows, w_.lm_head_weight(), capture_, out, rows.sample);
 }
 

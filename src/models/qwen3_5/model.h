@@ -159,9 +159,7 @@ struct PagedKv {
   const Tensor* v = nullptr;
   const Tensor* tables = nullptr;
   const Tensor* seg_rows = nullptr;
-  const Tensor* tail_seg_rows =
-      nullptr;  // the few-row / longer segments' cut (kv_pool.h), where there is one
-  int64_t cut_segs = 0, cut_rows = 0;
+  PagedCut cut = {};  // the few-row / longer segments' cut (kv_pool.h), where there is one
 };
 
 // The device inputs of one step's decoder layers (text.cpp text_layers) over its n rows: M-RoPE cos/sin
@@ -175,8 +173,7 @@ struct TextStep {
   const QGateRows& qg;
   const MixerScratch& mix;
   const Tensor &xn, &o, &gu, &mid;
-  const Tensor* tail_seg_rows = nullptr;  // PagedKv's cut
-  int64_t cut_segs = 0, cut_rows = 0;
+  PagedCut cut = {};  // PagedKv's
 };
 
 // The recorded decode steps of n one-row segments (decode_graph.cpp): every buffer such a step reads or

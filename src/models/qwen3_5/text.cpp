@@ -59,8 +59,8 @@ void Qwen35Model::full_attention(const FullAttnWeights& A, const MixerIo& io, co
   if (paged) {  // every segment at once, each against its own blocks
     b.scatter_rows(kh, slots, *paged->k);
     b.scatter_rows(vh, slots, *paged->v);
-    paged_attention_cut(b, qh, *paged->k, *paged->v, *paged->tables, *paged->seg_rows, paged->tail_seg_rows,
-                        paged->cut_segs, paged->cut_rows, ranges, scale, ah);
+    paged_attention_cut(b, qh, *paged->k, *paged->v, *paged->tables, *paged->seg_rows, paged->cut, ranges,
+                        scale, ah);
   }
   for (const AttnKv& s : kv) {  // each segment against its own contiguous K/V
     const Tensor sl = slots.slice_rows(s.r0, s.r1);
@@ -179,9 +179,7 @@ void Qwen35Model::text_layers(std::span<const SegRows> parts, const TextStep& in
                           .v = &pool_->v(pl),
                           .tables = &in.tables,
                           .seg_rows = &in.seg_rows,
-                          .tail_seg_rows = in.tail_seg_rows,
-                          .cut_segs = in.cut_segs,
-                          .cut_rows = in.cut_rows};
+                          .cut = in.cut};
       full_attention(L.attn, io, in.cos, in.sin, in.slots, in.ranges, &paged, {}, in.qg, in.mix);
       capture(capture_, b, name + ".self_attn", in.o);
     } else {
@@ -283,12 +281,9 @@ Expected<Buffer> Qwen35Model::forward_step(std::span<const Segment> segs, StepOu
                                          n_attn_layers_ < static_cast<int64_t>(w_.layers.size()), gdn.n_keep);
   DeviceBuffer xn = b.alloc(act, {n, hs}), o = b.alloc(act, {n, hs});
   DeviceBuffer gu = b.alloc(act, {n, 2 * it}), mid = b.alloc(act, {n, it});
-  DeviceBuffer tail;  // the decode / prefill cut's second seg_rows (kv_pool.h), where the step has one
-  if (pg.cut_segs > 0) tail = upload_i32(b, pg.tail_seg_rows);
-  text_layers(parts,
-              {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gu, mid,
-               tail.empty() ? nullptr : &tail.tensor(), pg.cut_segs, pg.cut_rows},
-              h);
+  DeviceBuffer tail;
+  const PagedCut cut = upload_cut(b, pg, tail);
+  text_layers(parts, {cos, sin, slots, dranges, tables, dseg, gdn, qg_rows, mix, xn, o, gu, mid, cut}, h);
   for (const SegRows& s : parts) {
     Qwen35Cache& c = *s.cache;
     c.n_past_ = s.pos0 + s.n();

@@ -90,8 +90,8 @@ TEST(PagedAttentionCut, TwoCallsEqualOneCall) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
   auto run = [&](const Tensor& tab, bool cut) {
     DeviceBuffer out = b.alloc(DType::BF16, {n, kHeads, kD});
-    paged_attention_cut(b, q, k, v, tab, ds, cut ? &dtail.tensor() : nullptr, cut ? kCutSegs : 0,
-                        cut ? cut_rows : 0, dr, scale, out);
+    paged_attention_cut(b, q, k, v, tab, ds, cut ? PagedCut{&dtail.tensor(), kCutSegs, cut_rows} : PagedCut{},
+                        dr, scale, out);
     std::vector<uint16_t> h(static_cast<size_t>(n * kHeads * kD));
     b.download(out, h.data());
     return h;
