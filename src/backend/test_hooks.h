@@ -16,6 +16,10 @@ namespace tf::test_hooks {
 // CUDA backend. 0 disarms a fault that has not fired; a fired one is permanent.
 void fail_backend_op(Backend& b, int64_t n);
 
+// The CPU ops' AVX2 paths (backend/cpu/simd.h): -1 (production) where the CPU has AVX2 unless TF_CPU_SIMD=0,
+// 0 off, 1 on where the CPU has AVX2. The same bits either way (OpSimd). Returns whether the CPU has AVX2.
+bool set_cpu_simd(int mode);
+
 // The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
 // configuration; this makes its <= 16-row configuration alone use chunks of kc (a positive multiple of
 // 64), which breaks batch invariance on purpose. 0 restores the contract. Returns false where the

@@ -4,49 +4,153 @@
 // the same order. paged_attention gathers each segment's keys from the block pool in logical order and
 // runs the same row loop, so a row's bits are those attention() gives over its keys laid out contiguously.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/common.h"
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd.h"
 #include "backend/op_checks.h"
 
 namespace tf::cpu {
 namespace {
 
-// Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row).
+// The rows of one block: up to kBlock query rows of one head, each with its own key range [b, e).
+constexpr int64_t kBlock = 8;
+struct BlockRow {
+  const float* q;  // [d]
+  int64_t b, e;
+  float* p;    // [e - b]: the scores, then the unnormalised probabilities
+  float* acc;  // [d]
+  float l = 0.0f;
+};
+
+// s_j = dot_f32(q, k_j) * scale for key j of row x.
+inline void score_one(BlockRow& x, const float* kj, int64_t j, int64_t d, float scale) {
+  if (j >= x.b && j < x.e) x.p[j - x.b] = dot_f32(x.q, kj, d) * scale;
+}
+
+// acc += rnd(p_j) * v_j for key j of row x.
+inline void pv_one(BlockRow& x, const float* vj, int64_t j, int64_t d, DType act) {
+  if (j < x.b || j >= x.e) return;
+  const float pj = rnd(x.p[j - x.b], act);
+  for (int64_t c = 0; c < d; ++c) x.acc[c] += pj * vj[c];
+}
+
+#if TF_CPU_AVX2
+// Keys [jb, je) of the block's rows, four keys at a time where a row takes all four (each row's keys
+// still in increasing order, each score dot_f32's), else one at a time. Key j's row: k0 + j * stride.
+TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t stride, int64_t d, int64_t jb,
+                         int64_t je, float scale) {
+  int64_t j = jb;
+  for (; j + 4 <= je; j += 4) {
+    const float* kj = k0 + j * stride;
+    for (int64_t r = 0; r < nr; ++r) {
+      BlockRow& x = br[r];
+      if (x.b <= j && j + 4 <= x.e) {
+        _mm_storeu_ps(x.p + (j - x.b), _mm_mul_ps(avx2::dot4(x.q, kj, stride, d), _mm_set1_ps(scale)));
+      } else {
+        for (int u = 0; u < 4; ++u) score_one(x, kj + u * stride, j + u, d, scale);
+      }
+    }
+  }
+  for (; j < je; ++j)
+    for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + j * stride, j, d, scale);
+}
+
+// acc += rnd(p_j) * v_j over keys [jb, je), four keys per pass over acc where a row takes all four (each
+// element's additions still in increasing j).
+TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t stride, int64_t d, int64_t jb,
+                     int64_t je, DType act) {
+  int64_t j = jb;
+  for (; j + 4 <= je; j += 4) {
+    const float* vj = v0 + j * stride;
+    for (int64_t r = 0; r < nr; ++r) {
+      BlockRow& x = br[r];
+      if (x.b <= j && j + 4 <= x.e) {
+        const float* pj = x.p + (j - x.b);
+        const __m256 p0 = _mm256_set1_ps(rnd(pj[0], act)), p1 = _mm256_set1_ps(rnd(pj[1], act)),
+                     p2 = _mm256_set1_ps(rnd(pj[2], act)), p3 = _mm256_set1_ps(rnd(pj[3], act));
+        for (int64_t c = 0; c < d; c += 8) {
+          __m256 a = _mm256_loadu_ps(x.acc + c);
+          a = _mm256_add_ps(a, _mm256_mul_ps(p0, _mm256_loadu_ps(vj + c)));
+          a = _mm256_add_ps(a, _mm256_mul_ps(p1, _mm256_loadu_ps(vj + stride + c)));
+          a = _mm256_add_ps(a, _mm256_mul_ps(p2, _mm256_loadu_ps(vj + 2 * stride + c)));
+          a = _mm256_add_ps(a, _mm256_mul_ps(p3, _mm256_loadu_ps(vj + 3 * stride + c)));
+          _mm256_storeu_ps(x.acc + c, a);
+        }
+      } else {
+        for (int u = 0; u < 4; ++u) pv_one(x, vj + u * stride, j + u, d, act);
+      }
+    }
+  }
+  for (; j < je; ++j)
+    for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + j * stride, j, d, act);
+}
+#endif
+
+// Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row), kBlock
+// rows of one head at a time so that each key's K and V rows are read once per block, not once per row.
+// Every row runs the row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing
+// j, p_j = exp(s_j - m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l;
+// the AVX2 paths (simd.h) compute the same statements eight lanes at a time.
 void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float* vf, int64_t kv_heads,
                  const int32_t* ranges, const std::vector<int64_t>& rows, float scale, const Tensor& out) {
   const int64_t heads = q.dim(1), d = q.dim(2), n = static_cast<int64_t>(rows.size());
-  const int64_t group = heads / kv_heads;
-  pool.parallel_for(n * heads, [&](int64_t t0, int64_t t1) {
-    std::vector<float> qf(static_cast<size_t>(d)), acc(static_cast<size_t>(d)), p;
+  const int64_t group = heads / kv_heads, stride = kv_heads * d;
+  const int64_t n_blocks = (n + kBlock - 1) / kBlock;
+  const DType act = q.dtype;
+  const bool vec = TF_CPU_AVX2 && simd_on() && d % 8 == 0;
+  pool.parallel_for(n_blocks * heads, [&](int64_t t0, int64_t t1) {
+    std::vector<float> qf(static_cast<size_t>(kBlock * d)), acc(qf.size());
+    std::vector<float> p[kBlock];
+    BlockRow br[kBlock];
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = rows[static_cast<size_t>(t / heads)], h = t % heads, kh = h / group;
-      const int64_t b = ranges[2 * i], e = ranges[2 * i + 1];
-      load_f32_row(q, (i * heads + h) * d, d, qf.data());
-      p.resize(static_cast<size_t>(e - b));
-      float m = -INFINITY;
-      for (int64_t j = b; j < e; ++j) {
-        const float s = dot_f32(qf.data(), kf + (j * kv_heads + kh) * d, d) * scale;
-        p[j - b] = s;
-        m = std::max(m, s);
+      const int64_t r0 = t / heads * kBlock, h = t % heads, kh = h / group;
+      const int64_t nr = std::min(kBlock, n - r0);
+      int64_t jb = INT64_MAX, je = 0;
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t i = rows[static_cast<size_t>(r0 + r)], b = ranges[2 * i], e = ranges[2 * i + 1];
+        load_f32_row(q, (i * heads + h) * d, d, qf.data() + r * d);
+        p[r].resize(static_cast<size_t>(e - b));
+        br[r] = BlockRow{qf.data() + r * d, b, e, p[r].data(), acc.data() + r * d};
+        jb = std::min(jb, b);
+        je = std::max(je, e);
       }
-      float l = 0.0f;
-      for (int64_t j = 0; j < e - b; ++j) {
-        p[j] = fm::exp(p[j] - m);
-        l += p[j];
+      const float* k0 = kf + kh * d;  // key j of this head: k0 + j * stride
+      const float* v0 = vf + kh * d;
+#if TF_CPU_AVX2
+      if (vec) scores_avx2(br, nr, k0, stride, d, jb, je, scale);
+#endif
+      if (!vec)
+        for (int64_t j = jb; j < je; ++j)
+          for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + j * stride, j, d, scale);
+      for (int64_t r = 0; r < nr; ++r) {
+        float* pr = br[r].p;
+        const int64_t nk = br[r].e - br[r].b;
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t j = 0; j < nk; ++j) m = std::max(m, pr[j]);
+        for (int64_t j = 0; j < nk; ++j) {
+          pr[j] = fm::exp(pr[j] - m);
+          l += pr[j];
+        }
+        br[r].l = l;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      const DType act = q.dtype;
-      for (int64_t j = b; j < e; ++j) {
-        const float* vr = vf + (j * kv_heads + kh) * d;
-        const float pj = rnd(p[j - b], act);
-        for (int64_t c = 0; c < d; ++c) acc[c] += pj * vr[c];
+#if TF_CPU_AVX2
+      if (vec) pv_avx2(br, nr, v0, stride, d, jb, je, act);
+#endif
+      if (!vec)
+        for (int64_t j = jb; j < je; ++j)
+          for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + j * stride, j, d, act);
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t i = rows[static_cast<size_t>(r0 + r)];
+        float* a = br[r].acc;
+        for (int64_t c = 0; c < d; ++c) a[c] = a[c] / br[r].l;
+        store_f32_row(out, (i * heads + h) * d, d, a);
       }
-      for (int64_t c = 0; c < d; ++c) acc[c] = acc[c] / l;
-      store_f32_row(out, (i * heads + h) * d, d, acc.data());
     }
   });
 }

@@ -1,0 +1,56 @@
+// The CPU ops' AVX2 paths: eight f32 lanes that keep the dot order of common.h exactly (lane l sums the
+// elements k ≡ l (mod 8) in increasing k, then combine8's tree), with multiplies and adds as separate
+// instructions (no FMA: the functions are built for "avx2" only), so every value is the portable code's bit
+// for bit. An op takes its AVX2 path when simd_on(); OpSimd (tests/unit/backend/simd_test.cpp) runs each op
+// both ways and compares the bits.
+#pragma once
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TF_CPU_AVX2 1
+#define TF_AVX2 __attribute__((target("avx2")))
+#else
+#define TF_CPU_AVX2 0
+#endif
+
+namespace tf::cpu {
+
+// The CPU has AVX2, TF_CPU_SIMD is not 0 and no test turned the paths off (test_hooks::set_cpu_simd).
+bool simd_on();
+
+#if TF_CPU_AVX2
+namespace avx2 {
+
+// Eight bf16 values as f32 (exact: the bits shifted up, as bf16_to_f32).
+TF_AVX2 inline __m256 load_bf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// combine8 of four lane sets at once: [combine8(a), combine8(b), combine8(c), combine8(d)]. hadd adds
+// neighbouring lanes, so the three rounds are combine8's (l0+l1), ((l0+l1)+(l2+l3)) and the two halves.
+TF_AVX2 inline __m128 combine4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_hadd_ps(a, b);      // [a01 a23 b01 b23 | a45 a67 b45 b67]
+  const __m256 cd = _mm256_hadd_ps(c, d);      // [c01 c23 d01 d23 | c45 c67 d45 d67]
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // [a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567]
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// dot_f32(a, b_t, n) for the four rows b_t = b + t * stride; n % 8 == 0.
+TF_AVX2 inline __m128 dot4(const float* a, const float* b, int64_t stride, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t k = 0; k < n; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k);
+    s0 = _mm256_add_ps(s0, _mm256_mul_ps(x, _mm256_loadu_ps(b + k)));
+    s1 = _mm256_add_ps(s1, _mm256_mul_ps(x, _mm256_loadu_ps(b + stride + k)));
+    s2 = _mm256_add_ps(s2, _mm256_mul_ps(x, _mm256_loadu_ps(b + 2 * stride + k)));
+    s3 = _mm256_add_ps(s3, _mm256_mul_ps(x, _mm256_loadu_ps(b + 3 * stride + k)));
+  }
+  return combine4(s0, s1, s2, s3);
+}
+
+}  // namespace avx2
+#endif
+
+}  // namespace tf::cpu

@@ -1,0 +1,225 @@
+// The CPU ops' AVX2 paths (backend/cpu/simd.h) and their blocked loops give the bits of the plain statements:
+// attention row by row (dot_f32 scores, the max, exp and l in key order, acc += rnd(p) * v in key order) and
+// linear element by element (dot_f32 / dot_f32_bf16, + bias, one rounding), with the paths on and off.
+// Controls: a reference that sums the dot in one running sum instead of eight lanes must differ from the
+// op somewhere on the same inputs, so a change of order would be caught.
+#include <algorithm>
+#include <random>
+
+#include "backend/cpu/common.h"
+#include "backend/cpu/fmath.h"
+#include "backend/cpu/simd.h"
+#include "backend/test_hooks.h"
+#include "op_test_util.h"
+
+using namespace tf;
+using namespace tf::optest;
+
+namespace {
+
+struct SimdMode {  // the paths forced on or off for one scope; production's choice after it
+  explicit SimdMode(int on) { has_avx2 = test_hooks::set_cpu_simd(on); }
+  ~SimdMode() { test_hooks::set_cpu_simd(-1); }
+  bool has_avx2 = false;
+};
+
+float dot_one_sum(const float* a, const float* b, int64_t n) {  // the control's order
+  float s = 0.0f;
+  for (int64_t k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// Row-at-a-time attention over contiguous f32 keys [n_k, kv_heads, d], the statements of attention.cpp.
+std::vector<float> attention_rows(const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, const std::vector<int32_t>& ranges,
+                                  int64_t n_q, int64_t heads, int64_t kv_heads, int64_t d, float scale,
+                                  DType act, bool one_sum = false) {
+  std::vector<float> out(static_cast<size_t>(n_q * heads * d)), acc(static_cast<size_t>(d)), p;
+  for (int64_t i = 0; i < n_q; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kh = h / (heads / kv_heads), b = ranges[2 * i], e = ranges[2 * i + 1];
+      const float* qr = q.data() + (i * heads + h) * d;
+      p.assign(static_cast<size_t>(e - b), 0.0f);
+      float m = -INFINITY, l = 0.0f;
+      for (int64_t j = b; j < e; ++j) {
+        const float* kr = k.data() + (j * kv_heads + kh) * d;
+        p[j - b] = (one_sum ? dot_one_sum(qr, kr, d) : cpu::dot_f32(qr, kr, d)) * scale;
+        m = std::max(m, p[j - b]);
+      }
+      for (float& x : p) {
+        x = fm::exp(x - m);
+        l += x;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = b; j < e; ++j) {
+        const float pj = cpu::rnd(p[j - b], act);
+        for (int64_t c = 0; c < d; ++c) acc[c] += pj * v[(j * kv_heads + kh) * d + c];
+      }
+      for (int64_t c = 0; c < d; ++c) out[(i * heads + h) * d + c] = cpu::rnd(acc[c] / l, act);
+    }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct AttnCase {
+  int64_t n_q, n_k, heads, kv_heads, d;
+  int kind;  // 0 causal (the last n_q positions), 1 images of 37 keys, 2 random ranges
+};
+
+std::vector<int32_t> make_ranges(const AttnCase& c, uint32_t seed) {
+  std::vector<int32_t> r(static_cast<size_t>(2 * c.n_q));
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < c.n_q; ++i) {
+    int64_t b = 0, e = c.n_k - c.n_q + i + 1;
+    if (c.kind == 1) {
+      b = std::min<int64_t>(i / 37 * 37, c.n_k - 1);
+      e = std::min<int64_t>(b + 37, c.n_k);
+    } else if (c.kind == 2) {
+      b = static_cast<int64_t>(rng() % static_cast<uint32_t>(c.n_k));
+      e = b + 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(c.n_k - b));
+    }
+    r[2 * i] = static_cast<int32_t>(b);
+    r[2 * i + 1] = static_cast<int32_t>(e);
+  }
+  return r;
+}
+
+TEST(OpSimd, AttentionEqualsTheRowAtATimeStatements) {
+  auto be = make_cpu_backend();
+  const AttnCase cases[] = {{1, 1, 2, 1, 8, 0},     {9, 9, 4, 2, 12, 0},     {70, 70, 4, 4, 64, 0},
+                            {5, 203, 8, 2, 128, 0}, {111, 111, 4, 4, 64, 1}, {40, 150, 6, 3, 72, 2},
+                            {33, 90, 2, 1, 16, 2},  {17, 60, 4, 2, 20, 2}};
+  bool control_caught = false;
+  uint32_t seed = 700;
+  for (DType act : {DType::BF16, DType::F32})
+    for (const AttnCase& c : cases) {
+      Buffer q = randn(act, {c.n_q, c.heads, c.d}, seed++), k = randn(act, {c.n_k, c.kv_heads, c.d}, seed++),
+             v = randn(act, {c.n_k, c.kv_heads, c.d}, seed++);
+      const std::vector<int32_t> ranges = make_ranges(c, seed++);
+      Buffer rg(DType::I32, {c.n_q, 2});
+      std::memcpy(rg.data(), ranges.data(), ranges.size() * 4);
+      auto dq = upload_new(*be, q), dk = upload_new(*be, k), dv = upload_new(*be, v),
+           dr = upload_new(*be, rg);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+      const auto qf = to_f32_vector(q.view()), kf = to_f32_vector(k.view()), vf = to_f32_vector(v.view());
+      const auto ref = attention_rows(qf, kf, vf, ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act);
+      SCOPED_TRACE("n_q=" + std::to_string(c.n_q) + " n_k=" + std::to_string(c.n_k) +
+                   " d=" + std::to_string(c.d) + " kind=" + std::to_string(c.kind));
+      for (int on : {0, 1}) {
+        SimdMode mode(on);
+        auto out = be->alloc(act, {c.n_q, c.heads, c.d});
+        be->attention(dq, dk, dv, dr, scale, out);
+        EXPECT_TRUE(same_bits(host_f32(*be, out), ref)) << "simd " << on;
+      }
+      const auto control =
+          attention_rows(qf, kf, vf, ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act, /*one_sum=*/true);
+      control_caught = control_caught || !same_bits(control, ref);
+    }
+  EXPECT_TRUE(control_caught) << "a one-sum dot order went unseen";
+}
+
+// Paged: two segments whose blocks sit in the pool in a shuffled order; each row equals the row-at-a-time
+// statements over its segment's keys laid out contiguously.
+TEST(OpSimd, PagedAttentionEqualsTheRowAtATimeStatements) {
+  auto be = make_cpu_backend();
+  const int64_t heads = 4, kv_heads = 2, d = 64, B = kKvBlock, n_blocks = 6;
+  const int64_t seg_keys[2] = {150, 100}, seg_q[2] = {21, 1};  // a prefill chunk, a decode row
+  const int32_t table[2][3] = {{4, 0, 5}, {2, 3, 1}};
+  const DType act = DType::BF16;
+  Buffer kp = randn(act, {n_blocks * B, kv_heads, d}, 801), vp = randn(act, {n_blocks * B, kv_heads, d}, 802);
+  const int64_t n_q = seg_q[0] + seg_q[1];
+  Buffer q = randn(act, {n_q, heads, d}, 803), tb(DType::I32, {2, 3}), sr(DType::I32, {3}),
+         rg(DType::I32, {n_q, 2});
+  std::memcpy(tb.data(), table, sizeof(table));
+  const int32_t seg_rows[3] = {0, static_cast<int32_t>(seg_q[0]), static_cast<int32_t>(n_q)};
+  std::memcpy(sr.data(), seg_rows, sizeof(seg_rows));
+  std::vector<int32_t> ranges;
+  for (int s = 0; s < 2; ++s)
+    for (int64_t i = 0; i < seg_q[s]; ++i) {
+      ranges.push_back(0);
+      ranges.push_back(static_cast<int32_t>(seg_keys[s] - seg_q[s] + i + 1));
+    }
+  std::memcpy(rg.data(), ranges.data(), ranges.size() * 4);
+  const float scale = 0.125f;
+  std::vector<float> ref;
+  const auto kpf = to_f32_vector(kp.view()), vpf = to_f32_vector(vp.view()), qf = to_f32_vector(q.view());
+  const int64_t row = kv_heads * d;
+  for (int s = 0; s < 2; ++s) {  // the segment's keys gathered in logical order
+    std::vector<float> ks, vs;
+    for (int64_t j = 0; j < seg_keys[s]; ++j) {
+      const int64_t at = (table[s][j / B] * B + j % B) * row;
+      ks.insert(ks.end(), kpf.begin() + at, kpf.begin() + at + row);
+      vs.insert(vs.end(), vpf.begin() + at, vpf.begin() + at + row);
+    }
+    const std::vector<float> qs(qf.begin() + seg_rows[s] * heads * d,
+                                qf.begin() + seg_rows[s + 1] * heads * d);
+    const std::vector<int32_t> rs(ranges.begin() + 2 * seg_rows[s], ranges.begin() + 2 * seg_rows[s + 1]);
+    const auto part = attention_rows(qs, ks, vs, rs, seg_q[s], heads, kv_heads, d, scale, act);
+    ref.insert(ref.end(), part.begin(), part.end());
+  }
+  auto dq = upload_new(*be, q), dk = upload_new(*be, kp), dv = upload_new(*be, vp), dt = upload_new(*be, tb),
+       ds = upload_new(*be, sr), dr = upload_new(*be, rg);
+  for (int on : {0, 1}) {
+    SimdMode mode(on);
+    auto out = be->alloc(act, {n_q, heads, d});
+    be->paged_attention(dq, dk, dv, dt, ds, dr, scale, out);
+    EXPECT_TRUE(same_bits(host_f32(*be, out), ref)) << "simd " << on;
+  }
+}
+
+struct LinCase {
+  int64_t n, in_f, out_f;
+  DType act, wdt;
+  bool bias;
+};
+
+TEST(OpSimd, LinearEqualsTheDotOrder) {
+  auto be = make_cpu_backend();
+  const LinCase cases[] = {
+      {1, 64, 33, DType::BF16, DType::BF16, false},  {2, 13, 5, DType::BF16, DType::BF16, true},
+      {3, 300, 17, DType::F32, DType::F32, true},    {5, 1024, 20, DType::BF16, DType::BF16, true},
+      {33, 72, 64, DType::BF16, DType::BF16, false}, {40, 20, 9, DType::F32, DType::BF16, false},
+      {7, 8, 4, DType::BF16, DType::F32, true},      {66, 257, 35, DType::F32, DType::F32, false}};
+  bool control_caught = false;
+  uint32_t seed = 900;
+  for (const LinCase& c : cases) {
+    Buffer x = randn(c.act, {c.n, c.in_f}, seed++), w = randn(c.wdt, {c.out_f, c.in_f}, seed++, 0.2f),
+           b = randn(c.wdt, {c.out_f}, seed++);
+    const auto xf = to_f32_vector(x.view()), wf = to_f32_vector(w.view()), bf = to_f32_vector(b.view());
+    std::vector<float> ref(static_cast<size_t>(c.n * c.out_f)), control(ref.size());
+    for (int64_t i = 0; i < c.n; ++i)
+      for (int64_t j = 0; j < c.out_f; ++j) {
+        float s = cpu::dot_f32(xf.data() + i * c.in_f, wf.data() + j * c.in_f, c.in_f);
+        float t = dot_one_sum(xf.data() + i * c.in_f, wf.data() + j * c.in_f, c.in_f);
+        if (c.bias) s += bf[j], t += bf[j];
+        ref[i * c.out_f + j] = cpu::rnd(s, c.act);
+        control[i * c.out_f + j] = cpu::rnd(t, c.act);
+      }
+    control_caught = control_caught || !same_bits(control, ref);
+    auto dx = upload_new(*be, x), dw = upload_new(*be, w), db = upload_new(*be, b);
+    Tensor bt = db.tensor();
+    SCOPED_TRACE("n=" + std::to_string(c.n) + " in=" + std::to_string(c.in_f) +
+                 " out=" + std::to_string(c.out_f));
+    for (int on : {0, 1}) {
+      SimdMode mode(on);
+      auto out = be->alloc(c.act, {c.n, c.out_f});
+      be->linear(dx, dw, c.bias ? &bt : nullptr, out);
+      EXPECT_TRUE(same_bits(host_f32(*be, out), ref)) << "simd " << on;
+    }
+  }
+  EXPECT_TRUE(control_caught) << "a one-sum dot order went unseen";
+}
+
+TEST(OpSimd, TheHookTurnsThePathsOnAndOff) {
+  {
+    SimdMode off(0);
+    EXPECT_FALSE(cpu::simd_on());
+  }
+  SimdMode on(1);
+  EXPECT_EQ(cpu::simd_on(), on.has_avx2);  // on wherever the CPU has AVX2
+}
+
+}  // namespace
