@@ -1,5 +1,5 @@
-// linear: out = x · w^T (+ bias), f32 accumulation in dot_f32's fixed order, one rounding. Where simd_on() (simd.h)
-// the same dots run eight lanes at a time in tiles of 2 rows x 4 columns (OpSimd: the same bits).
+// linear: out = x · w^T (+ bias), f32 accumulation in dot_f32's fixed order, one rounding. Where simd_on()
+// (simd.h) the same dots run eight lanes at a time in tiles of 2 rows x 4 columns (OpSimd: the same bits).
 #include <algorithm>
 #include <vector>
 
