@@ -34,15 +34,31 @@ void filtered(std::span<const float> logits, float temperature, int32_t top_k, f
   }
   // TopPLogitsWarper: sort ascending (stable), softmax, cumulative sum; drop tokens whose
   // cumulative probability is <= 1 - top_p, always keeping the largest.
+  // Tokens whose exp(s - max) is exactly 0 (at temperature 0.2: logits more than ~20.8 below the top) lead
+  // the ascending order, add +0 to the sum and to cum (which stays 0 <= 1 - top_p), so each is dropped
+  // wherever it sits among them: only the others are sorted. The same order of the others, the same sums
+  // and the same kept set as sorting them all (SamplingFiltered); each exp is computed once.
   if (top_p < 1.0f) {
-    std::vector<int32_t> order;
+    float mx = -std::numeric_limits<float>::infinity();
+    bool nan = false;
     for (size_t i = 0; i < n; ++i)
-      if (keep[i]) order.push_back(static_cast<int32_t>(i));
+      if (keep[i]) mx = std::max(mx, s[i]), nan = nan || std::isnan(s[i]);
+    std::vector<int32_t> order;
+    // exp(s_i - max) (x - (+0) and x - (-0) are equal, so the max's zero sign is moot)
+    std::vector<float> ei(n);
+    for (size_t i = 0; i < n; ++i)
+      if (keep[i]) {
+        ei[i] = fm::exp(s[i] - mx);
+        if (ei[i] == 0.0f && !nan)
+          keep[i] = false;
+        else
+          order.push_back(static_cast<int32_t>(i));
+      }
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] < s[b]; });
-    float mx = s[order.back()];
     std::vector<float> e(order.size());
     float sum = 0.0f;
-    for (size_t j = 0; j < order.size(); ++j) sum += (e[j] = fm::exp(s[order[j]] - mx));
+    for (size_t j = 0; j < order.size(); ++j)
+      sum += (e[j] = nan ? fm::exp(s[order[j]] - s[order.back()]) : ei[order[j]]);
     float cum = 0.0f;
     for (size_t j = 0; j + 1 < order.size(); ++j) {
       cum += e[j] / sum;
