@@ -17,7 +17,7 @@
 namespace tf::cpu {
 namespace {
 
-// The rows of one block: up to kBlock query rows of one head, each with its own key range [b, e).
+// The members of one block: (query row, head) pairs of one kv head, each with its row's key range [b, e).
 constexpr int64_t kBlock = 8;
 struct BlockRow {
   const float* q;  // [d]
@@ -91,29 +91,35 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t stride, 
 }
 #endif
 
-// Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row), kBlock
-// rows of one head at a time so that each key's K and V rows are read once per block, not once per row.
-// Every row runs the row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing
-// j, p_j = exp(s_j - m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l;
-// the AVX2 paths (simd.h) compute the same statements eight lanes at a time.
+// Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row), in
+// blocks of (row, head) pairs that share a kv head (a few rows times the query heads of the group), so that
+// each key's K and V rows are read once per block, not once per row and head. Every row and head runs the
+// row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing j, p_j = exp(s_j -
+// m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l; the AVX2 paths
+// (simd.h) compute the same statements eight lanes at a time.
 void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float* vf, int64_t kv_heads,
                  const int32_t* ranges, const std::vector<int64_t>& rows, float scale, const Tensor& out) {
   const int64_t heads = q.dim(1), d = q.dim(2), n = static_cast<int64_t>(rows.size());
   const int64_t group = heads / kv_heads, stride = kv_heads * d;
-  const int64_t n_blocks = (n + kBlock - 1) / kBlock;
+  // A block: up to kBlock / group rows (at least one) times the group's query heads, which share the keys.
+  const int64_t block_rows = std::max<int64_t>(1, kBlock / group), members = block_rows * group;
+  const int64_t n_blocks = (n + block_rows - 1) / block_rows;
   const DType act = q.dtype;
   const bool vec = TF_CPU_AVX2 && simd_on() && d % 8 == 0;
-  pool.parallel_for(n_blocks * heads, [&](int64_t t0, int64_t t1) {
-    std::vector<float> qf(static_cast<size_t>(kBlock * d)), acc(qf.size());
-    std::vector<float> p[kBlock];
-    BlockRow br[kBlock];
+  pool.parallel_for(n_blocks * kv_heads, [&](int64_t t0, int64_t t1) {
+    std::vector<float> qf(static_cast<size_t>(members * d)), acc(qf.size());
+    std::vector<std::vector<float>> p(static_cast<size_t>(members));
+    std::vector<BlockRow> br(static_cast<size_t>(members));
+    std::vector<int64_t> at(static_cast<size_t>(members));  // each member's row of q and out: i * heads + h
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = t / heads * kBlock, h = t % heads, kh = h / group;
-      const int64_t nr = std::min(kBlock, n - r0);
+      const int64_t r0 = t / kv_heads * block_rows, kh = t % kv_heads;
+      const int64_t nr = std::min(block_rows, n - r0) * group;  // the block's members
       int64_t jb = INT64_MAX, je = 0;
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t i = rows[static_cast<size_t>(r0 + r)], b = ranges[2 * i], e = ranges[2 * i + 1];
-        load_f32_row(q, (i * heads + h) * d, d, qf.data() + r * d);
+        const int64_t i = rows[static_cast<size_t>(r0 + r / group)], h = kh * group + r % group;
+        const int64_t b = ranges[2 * i], e = ranges[2 * i + 1];
+        at[r] = i * heads + h;
+        load_f32_row(q, at[r] * d, d, qf.data() + r * d);
         p[r].resize(static_cast<size_t>(e - b));
         br[r] = BlockRow{qf.data() + r * d, b, e, p[r].data(), acc.data() + r * d};
         jb = std::min(jb, b);
@@ -122,7 +128,7 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float
       const float* k0 = kf + kh * d;  // key j of this head: k0 + j * stride
       const float* v0 = vf + kh * d;
 #if TF_CPU_AVX2
-      if (vec) scores_avx2(br, nr, k0, stride, d, jb, je, scale);
+      if (vec) scores_avx2(br.data(), nr, k0, stride, d, jb, je, scale);
 #endif
       if (!vec)
         for (int64_t j = jb; j < je; ++j)
@@ -140,16 +146,15 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
 #if TF_CPU_AVX2
-      if (vec) pv_avx2(br, nr, v0, stride, d, jb, je, act);
+      if (vec) pv_avx2(br.data(), nr, v0, stride, d, jb, je, act);
 #endif
       if (!vec)
         for (int64_t j = jb; j < je; ++j)
           for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + j * stride, j, d, act);
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t i = rows[static_cast<size_t>(r0 + r)];
         float* a = br[r].acc;
         for (int64_t c = 0; c < d; ++c) a[c] = a[c] / br[r].l;
-        store_f32_row(out, (i * heads + h) * d, d, a);
+        store_f32_row(out, at[r] * d, d, a);
       }
     }
   });
