@@ -91,6 +91,13 @@ class Backend {
   // ---- memory -------------------------------------------------------------------------------
   // Zero-filled buffer of `shape` and `dtype`.
   virtual DeviceBuffer alloc(DType dtype, const Shape& shape) = 0;
+  // A buffer the caller writes whole before any op reads it (weights stacked at load, concat_rows): its
+  // contents are undefined, which spares the CPU a pass of zeroing. The default zero-fills, as alloc.
+  virtual DeviceBuffer alloc_uninit(DType dtype, const Shape& shape) { return alloc(dtype, shape); }
+  // A large, long-lived zero-filled buffer of which much may stay unused for long (the K/V pool, the
+  // recurrent state slots): the CPU maps it, so a page costs memory and time only once written. The
+  // default is alloc.
+  virtual DeviceBuffer alloc_pool(DType dtype, const Shape& shape) { return alloc(dtype, shape); }
   // Copy host bytes (dst.nbytes() of them) into device tensor `dst`.
   virtual void upload(const Tensor& dst, const void* host) = 0;
   // Copy device tensor `src` into host memory (src.nbytes() bytes).

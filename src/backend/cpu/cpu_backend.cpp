@@ -20,27 +20,12 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   DeviceFailure& device_failure() { return failure_; }
 
-  DeviceBuffer alloc(DType dtype, const Shape& shape) override {
-    begin_call(/*counted=*/false);
-    Tensor t{nullptr, dtype, shape};
-    size_t n = t.nbytes();
-    size_t bytes = (n + 63) / 64 * 64;
-    if (bytes == 0) bytes = 64;
-    void* p = nullptr;
-    if (bytes >= kMapBytes) {
-      // Large buffers (the K/V pool) are mapped: zero pages cost nothing until written, so a pool
-      // sized for the worst case takes memory only as sequences fill it.
-      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      TF_CHECK(p != MAP_FAILED);
-      std::lock_guard<std::mutex> lock(map_mu_);
-      mapped_[p] = bytes;
-    } else {
-      p = std::aligned_alloc(64, bytes);
-      TF_CHECK(p != nullptr);
-      std::memset(p, 0, bytes);
-    }
-    t.data = p;
-    return DeviceBuffer(this, t);
+  DeviceBuffer alloc(DType dtype, const Shape& shape) override { return allocate(dtype, shape, Fill::kZero); }
+  DeviceBuffer alloc_uninit(DType dtype, const Shape& shape) override {
+    return allocate(dtype, shape, Fill::kNone);
+  }
+  DeviceBuffer alloc_pool(DType dtype, const Shape& shape) override {
+    return allocate(dtype, shape, Fill::kMap);
   }
   void upload(const Tensor& dst, const void* host) override {
     begin_call();
@@ -220,6 +205,31 @@ class CpuBackend final : public Backend {
 
  private:
   void begin_call(bool counted = true) { failure_.begin_call("cpu", counted); }
+
+  // kZero: zero-filled; kNone: contents undefined; kMap: mapped (zero pages, backed only once written).
+  enum class Fill { kZero, kNone, kMap };
+  DeviceBuffer allocate(DType dtype, const Shape& shape, Fill fill) {
+    begin_call(/*counted=*/false);
+    Tensor t{nullptr, dtype, shape};
+    size_t n = t.nbytes();
+    size_t bytes = (n + 63) / 64 * 64;
+    if (bytes == 0) bytes = 64;
+    void* p = nullptr;
+    if (bytes >= kMapBytes || fill == Fill::kMap) {
+      // Large buffers are mapped: zero pages cost nothing until written, so a pool sized for the worst
+      // case takes memory only as sequences fill it.
+      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      TF_CHECK(p != MAP_FAILED);
+      std::lock_guard<std::mutex> lock(map_mu_);
+      mapped_[p] = bytes;
+    } else {
+      p = std::aligned_alloc(64, bytes);
+      TF_CHECK(p != nullptr);
+      if (fill == Fill::kZero) std::memset(p, 0, bytes);
+    }
+    t.data = p;
+    return DeviceBuffer(this, t);
+  }
 
   DeviceFailure failure_;  // only test_hooks::fail_backend_op makes the CPU fail
   static constexpr size_t kMapBytes = size_t{64} << 20;

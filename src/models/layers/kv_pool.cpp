@@ -15,8 +15,8 @@ KvPool::KvPool(Backend& b, DType act, int64_t n_layers, int64_t kv_heads, int64_
   TF_CHECK(n_blocks > 0 && n_blocks < (int64_t{1} << 31) / kKvBlock);
   const Shape s{n_blocks * kKvBlock, kv_heads, head_dim};
   for (int64_t l = 0; l < n_layers; ++l) {
-    k_.push_back(b.alloc(act, s));
-    v_.push_back(b.alloc(act, s));
+    k_.push_back(b.alloc_pool(act, s));
+    v_.push_back(b.alloc_pool(act, s));
   }
   refs_.assign(static_cast<size_t>(n_blocks), 0);
   free_.reserve(static_cast<size_t>(n_blocks));

@@ -9,8 +9,8 @@ StatePool::StatePool(Backend& b, DType act, int64_t n_layers, int64_t conv_dim, 
     : b_(b) {
   TF_CHECK(n_slots > 0 && n_slots < (int64_t{1} << 31) && conv_k >= 1);
   for (int64_t l = 0; l < n_layers; ++l) {
-    windows_.push_back(b.alloc(act, {n_slots, conv_dim, conv_k - 1}));
-    states_.push_back(b.alloc(DType::F32, {n_slots, heads, dk, dv}));
+    windows_.push_back(b.alloc_pool(act, {n_slots, conv_dim, conv_k - 1}));
+    states_.push_back(b.alloc_pool(DType::F32, {n_slots, heads, dk, dv}));
   }
   zero_window_ = b.alloc(act, {conv_dim, conv_k - 1});
   zero_state_ = b.alloc(DType::F32, {heads, dk, dv});

@@ -25,7 +25,7 @@ inline DeviceBuffer concat_rows(Backend& b, std::initializer_list<const DeviceBu
   const Tensor& f = first.tensor();
   Shape shape = f.shape;
   shape[0] = rows;
-  DeviceBuffer out = b.alloc(f.dtype, shape);
+  DeviceBuffer out = b.alloc_uninit(f.dtype, shape);  // every row written below
   int64_t r = 0;
   for (const DeviceBuffer* p : parts) {
     const int64_t n = p->tensor().dim(0);

@@ -38,3 +38,22 @@ TEST(OpCopy, F32StateIsNotRounded) {
 }
 
 }  // namespace
+
+// alloc_pool (the K/V pool, state slots: mapped on the CPU) starts zero-filled like alloc, small or large,
+// and holds what is written; alloc_uninit gives the shape asked for, which concat_rows fills whole.
+TEST(BackendAlloc, PoolBuffersStartZeroAndUninitBuffersHaveTheirShape) {
+  auto be = make_cpu_backend();
+  for (int64_t rows : {int64_t{3}, int64_t{1} << 16}) {  // one page, and 32 MiB of f32 rows of 128
+    auto pool = be->alloc_pool(DType::F32, {rows, 128});
+    ASSERT_EQ(pool.tensor().numel(), rows * 128);
+    const float* p = pool.tensor().as<const float>();
+    for (int64_t i = 0; i < rows * 128; i += 61) ASSERT_EQ(p[i], 0.0f) << "pool element " << i;
+    Buffer src = randn(DType::F32, {2, 128}, 73);
+    auto dsrc = upload_new(*be, src);
+    be->copy(dsrc, pool.tensor().slice_rows(rows - 2, rows));
+    EXPECT_TRUE(bits_equal(*be, dsrc, pool.tensor().slice_rows(rows - 2, rows)));
+  }
+  auto u = be->alloc_uninit(DType::BF16, {5, 7});
+  EXPECT_EQ(u.tensor().shape, (Shape{5, 7}));
+  EXPECT_EQ(u.tensor().dtype, DType::BF16);
+}
