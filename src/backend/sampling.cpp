@@ -55,13 +55,13 @@ void filtered(std::span<const float> logits, float temperature, int32_t top_k, f
           order.push_back(static_cast<int32_t>(i));
       }
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] < s[b]; });
-    std::vector<float> e(order.size());
+    if (nan)  // the sort's last as the max, as Transformers' order gives it
+      for (int32_t i : order) ei[static_cast<size_t>(i)] = fm::exp(s[i] - s[order.back()]);
     float sum = 0.0f;
-    for (size_t j = 0; j < order.size(); ++j)
-      sum += (e[j] = nan ? fm::exp(s[order[j]] - s[order.back()]) : ei[order[j]]);
+    for (int32_t i : order) sum += ei[static_cast<size_t>(i)];
     float cum = 0.0f;
     for (size_t j = 0; j + 1 < order.size(); ++j) {
-      cum += e[j] / sum;
+      cum += ei[static_cast<size_t>(order[j])] / sum;
       if (cum <= 1.0f - top_p) keep[order[j]] = false;
     }
   }
