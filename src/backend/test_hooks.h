@@ -20,6 +20,10 @@ void fail_backend_op(Backend& b, int64_t n);
 // 0 off, 1 on where the CPU has AVX2. The same bits either way (OpSimd). Returns whether the CPU has AVX2.
 bool set_cpu_simd(int mode);
 
+// CPU paged_attention (backend/cpu/attention.cpp): segments of at most `rows` rows read the pool's blocks in
+// place, larger ones gather their keys first; -1 restores the default (16). The same bits either way.
+void set_cpu_paged_tile_rows(int64_t rows);
+
 // The CUDA tensor-core linear (backend/cuda/linear_tc.cu) cuts k into fixed chunks of 256 in every
 // configuration; this makes its <= 16-row configuration alone use chunks of kc (a positive multiple of
 // 64), which breaks batch invariance on purpose. 0 restores the contract. Returns false where the

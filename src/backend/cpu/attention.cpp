@@ -1,9 +1,12 @@
 // attention: per (query row, head) an f32 softmax over the row's key range with the unnormalised
 // probabilities rounded to act before P·V (flash SDPA), keys visited in increasing order. Independent of
 // batch composition and chunking: a decode row and the same row inside a prefill chunk see the same keys in
-// the same order. paged_attention gathers each segment's keys from the block pool in logical order and
-// runs the same row loop, so a row's bits are those attention() gives over its keys laid out contiguously.
+// the same order. paged_attention runs the same row loop over each segment's keys in logical order: segments
+// of few rows (decode) read the block pool in place, a block of one kv head at a time, others gather the
+// segment's keys first; either way a row's bits are those attention() gives over its keys laid out
+// contiguously.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <vector>
@@ -13,9 +16,16 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd.h"
 #include "backend/op_checks.h"
+#include "backend/test_hooks.h"
 
 namespace tf::cpu {
 namespace {
+
+// Segments of at most this many rows read the pool's blocks in place; more rows share each key enough that
+// converting the segment's keys once pays (test_hooks::set_cpu_paged_tile_rows; the same bits either way).
+constexpr int64_t kPagedTileRows = 16;
+std::atomic<int64_t> g_tile_rows{kPagedTileRows};
+int64_t paged_tile_rows() { return g_tile_rows.load(std::memory_order_relaxed); }
 
 // The members of one block: (query row, head) pairs of one kv head, each with its row's key range [b, e).
 constexpr int64_t kBlock = 8;
@@ -41,12 +51,12 @@ inline void pv_one(BlockRow& x, const float* vj, int64_t j, int64_t d, DType act
 
 #if TF_CPU_AVX2
 // Keys [jb, je) of the block's rows, four keys at a time where a row takes all four (each row's keys
-// still in increasing order, each score dot_f32's), else one at a time. Key j's row: k0 + j * stride.
-TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t stride, int64_t d, int64_t jb,
-                         int64_t je, float scale) {
+// still in increasing order, each score dot_f32's), else one at a time. Key j's row: k0 + (j - jo) * stride.
+TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t jo, int64_t stride, int64_t d,
+                         int64_t jb, int64_t je, float scale) {
   int64_t j = jb;
   for (; j + 4 <= je; j += 4) {
-    const float* kj = k0 + j * stride;
+    const float* kj = k0 + (j - jo) * stride;
     for (int64_t r = 0; r < nr; ++r) {
       BlockRow& x = br[r];
       if (x.b <= j && j + 4 <= x.e) {
@@ -57,16 +67,16 @@ TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t stri
     }
   }
   for (; j < je; ++j)
-    for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + j * stride, j, d, scale);
+    for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + (j - jo) * stride, j, d, scale);
 }
 
 // acc += rnd(p_j) * v_j over keys [jb, je), four keys per pass over acc where a row takes all four (each
 // element's additions still in increasing j).
-TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t stride, int64_t d, int64_t jb,
-                     int64_t je, DType act) {
+TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int64_t stride, int64_t d,
+                     int64_t jb, int64_t je, DType act) {
   int64_t j = jb;
   for (; j + 4 <= je; j += 4) {
-    const float* vj = v0 + j * stride;
+    const float* vj = v0 + (j - jo) * stride;
     for (int64_t r = 0; r < nr; ++r) {
       BlockRow& x = br[r];
       if (x.b <= j && j + 4 <= x.e) {
@@ -87,9 +97,44 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t stride, 
     }
   }
   for (; j < je; ++j)
-    for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + j * stride, j, d, act);
+    for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + (j - jo) * stride, j, d, act);
 }
 #endif
+
+// Keys [jb, je) of the block's rows: scores (values false) or acc += rnd(p) * v (true), key j's row at
+// x0 + (j - jo) * stride.
+void keys_pass(bool values, bool vec, BlockRow* br, int64_t nr, const float* x0, int64_t jo, int64_t stride,
+               int64_t d, int64_t jb, int64_t je, float scale, DType act) {
+#if TF_CPU_AVX2
+  if (vec) {
+    if (values)
+      pv_avx2(br, nr, x0, jo, stride, d, jb, je, act);
+    else
+      scores_avx2(br, nr, x0, jo, stride, d, jb, je, scale);
+    return;
+  }
+#endif
+  (void)vec;
+  for (int64_t j = jb; j < je; ++j)
+    for (int64_t r = 0; r < nr; ++r) {
+      const float* xj = x0 + (j - jo) * stride;
+      if (values)
+        pv_one(br[r], xj, j, d, act);
+      else
+        score_one(br[r], xj, j, d, scale);
+    }
+}
+
+// Where a call's keys come from: f32 rows [n, kv_heads, d] laid out contiguously (kf, vf), or a segment's
+// blocks of the paged pool (k_pool / v_pool [n_k, kv_heads, d], block j / kKvBlock at table[j / kKvBlock]),
+// converted to f32 one block of one kv head at a time as a task reaches it (no copy of the whole segment).
+struct KvRows {
+  const float* kf = nullptr;
+  const float* vf = nullptr;
+  const Tensor* k_pool = nullptr;
+  const Tensor* v_pool = nullptr;
+  const int32_t* table = nullptr;
+};
 
 // Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row), in
 // blocks of (row, head) pairs that share a kv head (a few rows times the query heads of the group), so that
@@ -97,7 +142,7 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t stride, 
 // row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing j, p_j = exp(s_j -
 // m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l; the AVX2 paths
 // (simd.h) compute the same statements eight lanes at a time.
-void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float* vf, int64_t kv_heads,
+void attend_rows(ThreadPool& pool, const Tensor& q, const KvRows& src, int64_t kv_heads,
                  const int32_t* ranges, const std::vector<int64_t>& rows, float scale, const Tensor& out) {
   const int64_t heads = q.dim(1), d = q.dim(2), n = static_cast<int64_t>(rows.size());
   const int64_t group = heads / kv_heads, stride = kv_heads * d;
@@ -111,6 +156,7 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float
     std::vector<std::vector<float>> p(static_cast<size_t>(members));
     std::vector<BlockRow> br(static_cast<size_t>(members));
     std::vector<int64_t> at(static_cast<size_t>(members));  // each member's row of q and out: i * heads + h
+    std::vector<float> tile(src.table ? static_cast<size_t>(kKvBlock * d) : 0);  // paged: one block, one head
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r0 = t / kv_heads * block_rows, kh = t % kv_heads;
       const int64_t nr = std::min(block_rows, n - r0) * group;  // the block's members
@@ -125,14 +171,24 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float
         jb = std::min(jb, b);
         je = std::max(je, e);
       }
-      const float* k0 = kf + kh * d;  // key j of this head: k0 + j * stride
-      const float* v0 = vf + kh * d;
-#if TF_CPU_AVX2
-      if (vec) scores_avx2(br.data(), nr, k0, stride, d, jb, je, scale);
-#endif
-      if (!vec)
-        for (int64_t j = jb; j < je; ++j)
-          for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + j * stride, j, d, scale);
+      // Keys [jb, je) of this kv head, scores (values false) or P · V: contiguous rows at once, or the
+      // pool's blocks in increasing order, each converted into the tile (key j at tile + (j - j0) * d).
+      auto pass = [&](bool values) {
+        if (!src.table) {
+          const float* x0 = (values ? src.vf : src.kf) + kh * d;
+          keys_pass(values, vec, br.data(), nr, x0, 0, stride, d, jb, je, scale, act);
+          return;
+        }
+        const Tensor& pool_t = values ? *src.v_pool : *src.k_pool;
+        for (int64_t j0 = jb / kKvBlock * kKvBlock; j0 < je; j0 += kKvBlock) {
+          const int64_t lo = std::max(jb, j0), hi = std::min(je, j0 + kKvBlock);
+          const int64_t row0 = static_cast<int64_t>(src.table[j0 / kKvBlock]) * kKvBlock;
+          for (int64_t j = lo; j < hi; ++j)
+            load_f32_row(pool_t, ((row0 + j - j0) * kv_heads + kh) * d, d, tile.data() + (j - j0) * d);
+          keys_pass(values, vec, br.data(), nr, tile.data(), j0, d, d, lo, hi, scale, act);
+        }
+      };
+      pass(false);
       for (int64_t r = 0; r < nr; ++r) {
         float* pr = br[r].p;
         const int64_t nk = br[r].e - br[r].b;
@@ -145,12 +201,7 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const float* kf, const float
         br[r].l = l;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-#if TF_CPU_AVX2
-      if (vec) pv_avx2(br.data(), nr, v0, stride, d, jb, je, act);
-#endif
-      if (!vec)
-        for (int64_t j = jb; j < je; ++j)
-          for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + j * stride, j, d, act);
+      pass(true);
       for (int64_t r = 0; r < nr; ++r) {
         float* a = br[r].acc;
         for (int64_t c = 0; c < d; ++c) a[c] = a[c] / br[r].l;
@@ -177,7 +228,10 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor&
   load_f32_row(v, 0, k_hi * a.kv_heads * a.d, vf.data());
   std::vector<int64_t> rows(static_cast<size_t>(a.n_q));
   for (int64_t i = 0; i < a.n_q; ++i) rows[static_cast<size_t>(i)] = i;
-  attend_rows(pool, q, kf.data(), vf.data(), a.kv_heads, ranges, rows, scale, out);
+  KvRows src;
+  src.kf = kf.data();
+  src.vf = vf.data();
+  attend_rows(pool, q, src, a.kv_heads, ranges, rows, scale, out);
 }
 
 void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
@@ -190,13 +244,14 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, co
   const int32_t* tab = tables.as<const int32_t>();
   const int64_t n_seg = tables.dim(0), max_blocks = tables.dim(1), B = kKvBlock;
   const int64_t row_elems = a.kv_heads * a.d;
+  const int64_t tile_rows = paged_tile_rows();
   TF_CHECK(sr[0] == 0 && sr[n_seg] == a.n_q);
   std::vector<float> kf, vf;
   std::vector<int64_t> rows;
   for (int64_t s = 0; s < n_seg; ++s) {
     TF_CHECK(sr[s] <= sr[s + 1]);
     if (sr[s] == sr[s + 1]) continue;
-    int64_t n = 0;  // this segment's keys [0, n) in logical order, as f32: [n, kv_heads, d]
+    int64_t n = 0;  // this segment's keys [0, n) in logical order
     rows.clear();
     for (int64_t i = sr[s]; i < sr[s + 1]; ++i) {
       TF_CHECK(ranges[2 * i] >= 0 && ranges[2 * i] < ranges[2 * i + 1] &&
@@ -204,17 +259,32 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, co
       n = std::max<int64_t>(n, ranges[2 * i + 1]);
       rows.push_back(i);
     }
-    kf.resize(static_cast<size_t>(n * row_elems));
-    vf.resize(kf.size());
-    for (int64_t j0 = 0; j0 < n; j0 += B) {
-      const int32_t blk = tab[s * max_blocks + j0 / B];
-      TF_CHECK(blk >= 0 && (blk + 1) * B <= a.n_k);
-      const int64_t m = std::min(B, n - j0);
-      load_f32_row(k_pool, blk * B * row_elems, m * row_elems, kf.data() + j0 * row_elems);
-      load_f32_row(v_pool, blk * B * row_elems, m * row_elems, vf.data() + j0 * row_elems);
+    const int32_t* table = tab + s * max_blocks;
+    for (int64_t j0 = 0; j0 < n; j0 += B) TF_CHECK(table[j0 / B] >= 0 && (table[j0 / B] + 1) * B <= a.n_k);
+    KvRows src;
+    if (static_cast<int64_t>(rows.size()) <= tile_rows) {  // few rows (decode): the pool's blocks in place
+      src.k_pool = &k_pool;
+      src.v_pool = &v_pool;
+      src.table = table;
+    } else {  // many rows share each key: the segment's keys once, as f32 [n, kv_heads, d]
+      kf.resize(static_cast<size_t>(n * row_elems));
+      vf.resize(kf.size());
+      for (int64_t j0 = 0; j0 < n; j0 += B) {
+        const int64_t m = std::min(B, n - j0);
+        load_f32_row(k_pool, table[j0 / B] * B * row_elems, m * row_elems, kf.data() + j0 * row_elems);
+        load_f32_row(v_pool, table[j0 / B] * B * row_elems, m * row_elems, vf.data() + j0 * row_elems);
+      }
+      src.kf = kf.data();
+      src.vf = vf.data();
     }
-    attend_rows(pool, q, kf.data(), vf.data(), a.kv_heads, ranges, rows, scale, out);
+    attend_rows(pool, q, src, a.kv_heads, ranges, rows, scale, out);
   }
 }
 
 }  // namespace tf::cpu
+
+namespace tf::test_hooks {
+void set_cpu_paged_tile_rows(int64_t rows) {
+  cpu::g_tile_rows.store(rows < 0 ? cpu::kPagedTileRows : rows, std::memory_order_relaxed);
+}
+}  // namespace tf::test_hooks

@@ -122,7 +122,8 @@ TEST(OpSimd, AttentionEqualsTheRowAtATimeStatements) {
 }
 
 // Paged: two segments whose blocks sit in the pool in a shuffled order; each row equals the row-at-a-time
-// statements over its segment's keys laid out contiguously.
+// statements over its segment's keys laid out contiguously, whether a segment's keys are gathered first or
+// read from the pool a block at a time.
 TEST(OpSimd, PagedAttentionEqualsTheRowAtATimeStatements) {
   auto be = make_cpu_backend();
   const int64_t heads = 4, kv_heads = 2, d = 64, B = kKvBlock, n_blocks = 6;
@@ -162,12 +163,19 @@ TEST(OpSimd, PagedAttentionEqualsTheRowAtATimeStatements) {
   }
   auto dq = upload_new(*be, q), dk = upload_new(*be, kp), dv = upload_new(*be, vp), dt = upload_new(*be, tb),
        ds = upload_new(*be, sr), dr = upload_new(*be, rg);
-  for (int on : {0, 1}) {
-    SimdMode mode(on);
-    auto out = be->alloc(act, {n_q, heads, d});
-    be->paged_attention(dq, dk, dv, dt, ds, dr, scale, out);
-    EXPECT_TRUE(same_bits(host_f32(*be, out), ref)) << "simd " << on;
-  }
+  struct RestoreTiles {
+    ~RestoreTiles() { test_hooks::set_cpu_paged_tile_rows(-1); }
+  } restore;
+  // Every segment gathered (0), every segment read in place (1000), and the default (the decode row in
+  // place, the 21-row chunk gathered).
+  for (int64_t tile_rows : {int64_t{0}, int64_t{1000}, int64_t{-1}})
+    for (int on : {0, 1}) {
+      test_hooks::set_cpu_paged_tile_rows(tile_rows);
+      SimdMode mode(on);
+      auto out = be->alloc(act, {n_q, heads, d});
+      be->paged_attention(dq, dk, dv, dt, ds, dr, scale, out);
+      EXPECT_TRUE(same_bits(host_f32(*be, out), ref)) << "simd " << on << ", tile rows " << tile_rows;
+    }
 }
 
 struct LinCase {
