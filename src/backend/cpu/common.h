@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/simd.h"
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
 
@@ -20,8 +21,7 @@ inline void load_f32_row(const Tensor& t, int64_t off, int64_t n, float* dst) {
   if (t.dtype == DType::F32) {
     std::memcpy(dst, t.as<const float>() + off, static_cast<size_t>(n) * 4);
   } else {
-    const uint16_t* s = t.as<const uint16_t>() + off;
-    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    bf16_row_to_f32(t.as<const uint16_t>() + off, n, dst);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/test_hooks.h"
+#include "tensor/dtype.h"
 
 namespace tf::cpu {
 namespace {
@@ -24,7 +25,25 @@ std::atomic<int>& forced() {  // -1: the CPU and the environment decide; 0 / 1: 
   return f;
 }
 
+#if TF_CPU_AVX2
+TF_AVX2 void bf16_row_avx2(const uint16_t* s, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, avx2::load_bf16(s + i));
+  for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+#endif
+
 }  // namespace
+
+void bf16_row_to_f32(const uint16_t* s, int64_t n, float* dst) {
+#if TF_CPU_AVX2
+  if (n >= 8 && simd_on()) {
+    bf16_row_avx2(s, n, dst);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
 
 bool simd_on() {
   static const bool available = [] {

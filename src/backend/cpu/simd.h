@@ -19,6 +19,9 @@ namespace tf::cpu {
 // The CPU has AVX2, TF_CPU_SIMD is not 0 and no test turned the paths off (test_hooks::set_cpu_simd).
 bool simd_on();
 
+// dst[i] = bf16_to_f32(s[i]) for i < n (exact; eight at a time where simd_on()).
+void bf16_row_to_f32(const uint16_t* s, int64_t n, float* dst);
+
 #if TF_CPU_AVX2
 namespace avx2 {
 

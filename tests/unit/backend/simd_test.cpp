@@ -4,6 +4,7 @@
 // Controls: a reference that sums the dot in one running sum instead of eight lanes must differ from the
 // op somewhere on the same inputs, so a change of order would be caught.
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "backend/cpu/common.h"
@@ -219,6 +220,25 @@ TEST(OpSimd, LinearEqualsTheDotOrder) {
     }
   }
   EXPECT_TRUE(control_caught) << "a one-sum dot order went unseen";
+}
+
+// bf16 rows to f32 (load_f32_row): every bit pattern's shift, eight at a time and in the tail, both ways.
+TEST(OpSimd, Bf16RowsConvertExactly) {
+  std::vector<uint16_t> all(65536 + 5);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // odd: a permutation
+  for (int on : {0, 1}) {
+    SimdMode mode(on);
+    for (int64_t n : {int64_t{3}, int64_t{8}, int64_t{13}, static_cast<int64_t>(all.size())}) {
+      std::vector<float> got(static_cast<size_t>(n), -1.0f);
+      cpu::bf16_row_to_f32(all.data(), n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &got[static_cast<size_t>(i)], 4);
+        ASSERT_EQ(bits, uint32_t{all[static_cast<size_t>(i)]} << 16)
+            << "simd " << on << ", n " << n << ", i " << i;
+      }
+    }
+  }
 }
 
 TEST(OpSimd, TheHookTurnsThePathsOnAndOff) {
