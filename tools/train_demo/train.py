@@ -410,6 +410,9 @@ def main():
     ap.add_argument("--page-batch", type=int, default=48, help="page images per step at most")
     ap.add_argument("--tokens", type=int, default=60000, help="patches + prompt + target positions per step")
     ap.add_argument("--page-frac", type=float, default=0.5, help="share of steps on pages")
+    ap.add_argument("--page-frac-end", type=float, default=None, help="share of steps on pages at the end of the "
+                    "schedule: the share moves linearly from --page-frac to this (more page steps late, once the "
+                    "lines read); unset: --page-frac throughout")
     ap.add_argument("--old-only", type=int, default=400, help="only the first recipe's 560 x 56 lines before this "
                     "step (a curriculum: they teach reading fastest)")
     ap.add_argument("--old-weight", type=float, default=1.0, help="sampling weight of the first recipe's images "
@@ -618,7 +621,9 @@ def main():
         lr_f = min(1.0, (step + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = args.lr * g["lr_mult"] * lr_f
-        kind = "page" if step >= args.page_start and pick.random() < args.page_frac else "line"
+        page_frac = args.page_frac if args.page_frac_end is None else \
+            args.page_frac + (args.page_frac_end - args.page_frac) * progress
+        kind = "page" if step >= args.page_start and pick.random() < page_frac else "line"
         bs = store.kinds(kind, "old" if step < args.old_only else None) or store.kinds(kind)
         b = pick.choices(bs, weights=[x.n * (args.old_weight if x.src == "old" else 1.0) for x in bs])[0]
         ic = gen.integers(0, b.n, min(b.batch, b.n))  # on the CPU: the target length needs no GPU sync
