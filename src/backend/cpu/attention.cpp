@@ -136,33 +136,48 @@ struct KvRows {
   const int32_t* table = nullptr;
 };
 
-// Rows `rows` of q attend keys kf/vf ([n_keys, kv_heads, d] f32) over ranges (pairs per query row), in
-// blocks of (row, head) pairs that share a kv head (a few rows times the query heads of the group), so that
-// each key's K and V rows are read once per block, not once per row and head. Every row and head runs the
-// row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing j, p_j = exp(s_j -
-// m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l; the AVX2 paths
-// (simd.h) compute the same statements eight lanes at a time.
-void attend_rows(ThreadPool& pool, const Tensor& q, const KvRows& src, int64_t kv_heads,
-                 const int32_t* ranges, const std::vector<int64_t>& rows, float scale, const Tensor& out) {
-  const int64_t heads = q.dim(1), d = q.dim(2), n = static_cast<int64_t>(rows.size());
+// Rows [i0, i1) of q whose keys come from src.
+struct Part {
+  int64_t i0, i1;
+  KvRows src;
+};
+
+// The rows of each part attend their keys over ranges (pairs per query row), in blocks of (row, head) pairs
+// that share a kv head (a few rows times the query heads of the group), so that each key's K and V rows are
+// read once per block, not once per row and head; every part's blocks in one parallel loop. Every row and
+// head runs the row-at-a-time statements: s_j = dot_f32(q, k_j) * scale, m = max(m, s_j) in increasing j,
+// p_j = exp(s_j - m) and l += p_j in increasing j, acc += rnd(p_j) * v_j in increasing j, out = acc / l;
+// the AVX2 paths (simd.h) compute the same statements eight lanes at a time.
+void attend_rows(ThreadPool& pool, const Tensor& q, const std::vector<Part>& parts, int64_t kv_heads,
+                 const int32_t* ranges, float scale, const Tensor& out) {
+  const int64_t heads = q.dim(1), d = q.dim(2);
   const int64_t group = heads / kv_heads, stride = kv_heads * d;
   // A block: up to kBlock / group rows (at least one) times the group's query heads, which share the keys.
   const int64_t block_rows = std::max<int64_t>(1, kBlock / group), members = block_rows * group;
-  const int64_t n_blocks = (n + block_rows - 1) / block_rows;
+  std::vector<int64_t> first{0};  // part p's tasks: [first[p], first[p + 1]), a block and a kv head each
+  bool paged = false;
+  for (const Part& pt : parts) {
+    first.push_back(first.back() + (pt.i1 - pt.i0 + block_rows - 1) / block_rows * kv_heads);
+    paged = paged || pt.src.table;
+  }
   const DType act = q.dtype;
   const bool vec = TF_CPU_AVX2 && simd_on() && d % 8 == 0;
-  pool.parallel_for(n_blocks * kv_heads, [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(first.back(), [&](int64_t t0, int64_t t1) {
     std::vector<float> qf(static_cast<size_t>(members * d)), acc(qf.size());
     std::vector<std::vector<float>> p(static_cast<size_t>(members));
     std::vector<BlockRow> br(static_cast<size_t>(members));
     std::vector<int64_t> at(static_cast<size_t>(members));  // each member's row of q and out: i * heads + h
-    std::vector<float> tile(src.table ? static_cast<size_t>(kKvBlock * d) : 0);  // paged: one block, one head
+    std::vector<float> tile(paged ? static_cast<size_t>(kKvBlock * d) : 0);  // paged: one block, one head
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = t / kv_heads * block_rows, kh = t % kv_heads;
-      const int64_t nr = std::min(block_rows, n - r0) * group;  // the block's members
+      const size_t pi =
+          static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+      const KvRows& src = parts[pi].src;
+      const int64_t tl = t - first[pi], kh = tl % kv_heads;
+      const int64_t r0 = parts[pi].i0 + tl / kv_heads * block_rows;
+      const int64_t nr = std::min(block_rows, parts[pi].i1 - r0) * group;  // the block's members
       int64_t jb = INT64_MAX, je = 0;
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t i = rows[static_cast<size_t>(r0 + r / group)], h = kh * group + r % group;
+        const int64_t i = r0 + r / group, h = kh * group + r % group;
         const int64_t b = ranges[2 * i], e = ranges[2 * i + 1];
         at[r] = i * heads + h;
         load_f32_row(q, at[r] * d, d, qf.data() + r * d);
@@ -226,12 +241,10 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor&
   std::vector<float> kf(static_cast<size_t>(k_hi * a.kv_heads * a.d)), vf(kf.size());
   load_f32_row(k, 0, k_hi * a.kv_heads * a.d, kf.data());
   load_f32_row(v, 0, k_hi * a.kv_heads * a.d, vf.data());
-  std::vector<int64_t> rows(static_cast<size_t>(a.n_q));
-  for (int64_t i = 0; i < a.n_q; ++i) rows[static_cast<size_t>(i)] = i;
   KvRows src;
   src.kf = kf.data();
   src.vf = vf.data();
-  attend_rows(pool, q, src, a.kv_heads, ranges, rows, scale, out);
+  attend_rows(pool, q, {Part{0, a.n_q, src}}, a.kv_heads, ranges, scale, out);
 }
 
 void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
@@ -247,38 +260,39 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_pool, co
   const int64_t tile_rows = paged_tile_rows();
   TF_CHECK(sr[0] == 0 && sr[n_seg] == a.n_q);
   std::vector<float> kf, vf;
-  std::vector<int64_t> rows;
+  std::vector<Part> in_place;  // the segments of few rows, attended together at the end
   for (int64_t s = 0; s < n_seg; ++s) {
     TF_CHECK(sr[s] <= sr[s + 1]);
     if (sr[s] == sr[s + 1]) continue;
     int64_t n = 0;  // this segment's keys [0, n) in logical order
-    rows.clear();
     for (int64_t i = sr[s]; i < sr[s + 1]; ++i) {
       TF_CHECK(ranges[2 * i] >= 0 && ranges[2 * i] < ranges[2 * i + 1] &&
                ranges[2 * i + 1] <= max_blocks * B);
       n = std::max<int64_t>(n, ranges[2 * i + 1]);
-      rows.push_back(i);
     }
     const int32_t* table = tab + s * max_blocks;
     for (int64_t j0 = 0; j0 < n; j0 += B) TF_CHECK(table[j0 / B] >= 0 && (table[j0 / B] + 1) * B <= a.n_k);
     KvRows src;
-    if (static_cast<int64_t>(rows.size()) <= tile_rows) {  // few rows (decode): the pool's blocks in place
+    if (sr[s + 1] - sr[s] <= tile_rows) {  // few rows (decode): the pool's blocks in place
       src.k_pool = &k_pool;
       src.v_pool = &v_pool;
       src.table = table;
-    } else {  // many rows share each key: the segment's keys once, as f32 [n, kv_heads, d]
-      kf.resize(static_cast<size_t>(n * row_elems));
-      vf.resize(kf.size());
-      for (int64_t j0 = 0; j0 < n; j0 += B) {
-        const int64_t m = std::min(B, n - j0);
-        load_f32_row(k_pool, table[j0 / B] * B * row_elems, m * row_elems, kf.data() + j0 * row_elems);
-        load_f32_row(v_pool, table[j0 / B] * B * row_elems, m * row_elems, vf.data() + j0 * row_elems);
-      }
-      src.kf = kf.data();
-      src.vf = vf.data();
+      in_place.push_back(Part{sr[s], sr[s + 1], src});
+      continue;
     }
-    attend_rows(pool, q, src, a.kv_heads, ranges, rows, scale, out);
+    // Many rows share each key: the segment's keys once, as f32 [n, kv_heads, d].
+    kf.resize(static_cast<size_t>(n * row_elems));
+    vf.resize(kf.size());
+    for (int64_t j0 = 0; j0 < n; j0 += B) {
+      const int64_t m = std::min(B, n - j0);
+      load_f32_row(k_pool, table[j0 / B] * B * row_elems, m * row_elems, kf.data() + j0 * row_elems);
+      load_f32_row(v_pool, table[j0 / B] * B * row_elems, m * row_elems, vf.data() + j0 * row_elems);
+    }
+    src.kf = kf.data();
+    src.vf = vf.data();
+    attend_rows(pool, q, {Part{sr[s], sr[s + 1], src}}, a.kv_heads, ranges, scale, out);
   }
+  if (!in_place.empty()) attend_rows(pool, q, in_place, a.kv_heads, ranges, scale, out);
 }
 
 }  // namespace tf::cpu
