@@ -16,8 +16,9 @@ namespace tf::test_hooks {
 // CUDA backend. 0 disarms a fault that has not fired; a fired one is permanent.
 void fail_backend_op(Backend& b, int64_t n);
 
-// The CPU ops' AVX2 paths (backend/cpu/simd.h): -1 (production) where the CPU has AVX2 unless TF_CPU_SIMD=0,
-// 0 off, 1 on where the CPU has AVX2. The same bits either way (OpSimd). Returns whether the CPU has AVX2.
+// The CPU ops' SIMD paths (backend/cpu/simd.h): -1 (production) the CPU's best unless TF_CPU_SIMD caps it,
+// 0 none, 1 at most AVX2, 2 at most AVX-512. The same bits at every level (OpSimd). Returns whether the
+// CPU has the level asked for (AVX2 for 0 and 1).
 bool set_cpu_simd(int mode);
 
 // CPU paged_attention (backend/cpu/attention.cpp): segments of at most `rows` rows read the pool's blocks in

@@ -1,5 +1,6 @@
 // linear: out = x · w^T (+ bias), f32 accumulation in dot_f32's fixed order, one rounding. Where simd_on()
-// (simd.h) the same dots run eight lanes at a time in tiles of 2 rows x 4 columns (OpSimd: the same bits).
+// (simd.h) the same dots run eight lanes at a time in tiles of 2 rows x 4 columns, and at simd_level() 2
+// two columns per 16-lane AVX-512 vector in tiles of up to 8 rows x 4 columns (OpSimd: the same bits).
 #include <algorithm>
 #include <vector>
 
@@ -16,6 +17,29 @@ TF_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 TF_AVX2 inline __m256 load8(const uint16_t* p) { return avx2::load_bf16(p); }
 inline float scalar(float v) { return v; }
 inline float scalar(uint16_t v) { return bf16_to_f32(v); }
+
+// Rows i .. i + R - 1 by columns j .. j + 3 from their lane sums acc (lane l: the k ≡ l (mod 8) below
+// k8): the k % 8 tail lane by lane as dot_f32 adds it, then combine8, handed to put(i, j, value).
+template <int R, typename W, typename Put>
+TF_AVX2 inline void finish_tile(__m256 (&acc)[R][4], const float* x, const W* w, int64_t in_f, int64_t i,
+                                int64_t j, int64_t k8, Put& put) {
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float v[4];
+    if (k8 == in_f) {
+      _mm_store_ps(v, avx2::combine4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+    } else {
+      for (int c = 0; c < 4; ++c) {
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, acc[r][c]);
+        const float* xr = x + (i + r) * in_f;
+        const W* wr = w + (j + c) * in_f;
+        for (int64_t l = 0; k8 + l < in_f; ++l) lanes[l] += xr[k8 + l] * scalar(wr[k8 + l]);
+        v[c] = combine8(lanes);
+      }
+    }
+    for (int c = 0; c < 4; ++c) put(i + r, j + c, v[c]);
+  }
+}
 
 // R rows of x by 4 columns of w: the R x 4 dots dot_f32 / dot_f32_bf16 compute, eight lanes at a time
 // (the k % 8 tail lane by lane as they add it, then combine8), handed to put(i, j, value).
@@ -38,22 +62,7 @@ TF_AVX2 inline void tile_avx2(const float* x, const W* w, int64_t in_f, int64_t 
       for (int c = 0; c < 4; ++c) acc[r][c] = _mm256_add_ps(acc[r][c], _mm256_mul_ps(xv, wv[c]));
     }
   }
-  for (int r = 0; r < R; ++r) {
-    alignas(16) float v[4];
-    if (k8 == in_f) {
-      _mm_store_ps(v, avx2::combine4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
-    } else {
-      for (int c = 0; c < 4; ++c) {
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, acc[r][c]);
-        const float* xr = x + (i + r) * in_f;
-        const W* wr = w + (j + c) * in_f;
-        for (int64_t l = 0; k8 + l < in_f; ++l) lanes[l] += xr[k8 + l] * scalar(wr[k8 + l]);
-        v[c] = combine8(lanes);
-      }
-    }
-    for (int c = 0; c < 4; ++c) put(i + r, j + c, v[c]);
-  }
+  finish_tile<R>(acc, x, w, in_f, i, j, k8, put);
 }
 
 // Columns [j0, j0 + 4 m) of rows [i0, i1) in 2 x 4 tiles (the last odd row 1 x 4); returns where the
@@ -69,6 +78,65 @@ TF_AVX2 int64_t tiles_avx2(const float* x, const W* w, int64_t in_f, int64_t i0,
   }
   return j;
 }
+
+// GCC 12's AVX-512 cast / broadcast intrinsics start from _mm512_undefined_*, which its uninitialized
+// warnings flag (a false positive: every lane is written).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Two columns' eight values as one 16-lane vector: lanes 0-7 from a, 8-15 from b (exact, as load8).
+TF_AVX512 inline __m512 load8x2(const uint16_t* a, const uint16_t* b) {
+  const __m256i h =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+TF_AVX512 inline __m512 load8x2(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+
+// tile_avx2's dots with two columns per 16-lane vector: lanes 0-7 hold column j + 2h's eight lane sums and
+// lanes 8-15 column j + 2h + 1's, each lane the same products added in the same order; x's eight values
+// broadcast to both halves.
+template <int R, typename W, typename Put>
+TF_AVX512 inline void tile_avx512(const float* x, const W* w, int64_t in_f, int64_t i, int64_t j, Put& put) {
+  __m512 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int64_t k8 = in_f / 8 * 8;
+  const W* w0 = w + j * in_f;
+  for (int64_t k = 0; k < k8; k += 8) {
+    const __m512 w01 = load8x2(w0 + k, w0 + in_f + k), w23 = load8x2(w0 + 2 * in_f + k, w0 + 3 * in_f + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + (i + r) * in_f + k));
+      acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(xv, w01));
+      acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(xv, w23));
+    }
+  }
+  __m256 a8[R][4];
+  for (int r = 0; r < R; ++r) {
+    a8[r][0] = _mm512_castps512_ps256(acc[r][0]);
+    a8[r][1] = _mm512_extractf32x8_ps(acc[r][0], 1);
+    a8[r][2] = _mm512_castps512_ps256(acc[r][1]);
+    a8[r][3] = _mm512_extractf32x8_ps(acc[r][1], 1);
+  }
+  finish_tile<R>(a8, x, w, in_f, i, j, k8, put);
+}
+
+template <typename W, typename Put>
+TF_AVX512 int64_t tiles_avx512(const float* x, const W* w, int64_t in_f, int64_t i0, int64_t i1, int64_t j0,
+                               int64_t j1, Put& put) {
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) tile_avx512<8>(x, w, in_f, i, j, put);
+    for (; i + 2 <= i1; i += 2) tile_avx512<2>(x, w, in_f, i, j, put);
+    if (i < i1) tile_avx512<1>(x, w, in_f, i, j, put);
+  }
+  return j;
+}
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
@@ -99,6 +167,7 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
       out.as<float>()[i * out_f + j] = acc;
   };
   const bool vec = TF_CPU_AVX2 && simd_on();
+  const bool v512 = simd_level() >= 2;
   constexpr int64_t kRowBlock = 32;  // cache tiling only: each element's arithmetic is unchanged
   constexpr int64_t kColBlock = 16;
   const int64_t n_col_blocks = (out_f + kColBlock - 1) / kColBlock;
@@ -108,7 +177,10 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
       const int64_t i1 = std::min(n, i0 + kRowBlock);
       int64_t j = j0;
 #if TF_CPU_AVX2
-      if (vec)
+      if (vec && v512)
+        j = w_bf16 ? tiles_avx512(xf.data(), w.as<const uint16_t>(), in_f, i0, i1, j0, j1, put)
+                   : tiles_avx512(xf.data(), w.as<const float>(), in_f, i0, i1, j0, j1, put);
+      else if (vec)
         j = w_bf16 ? tiles_avx2(xf.data(), w.as<const uint16_t>(), in_f, i0, i1, j0, j1, put)
                    : tiles_avx2(xf.data(), w.as<const float>(), in_f, i0, i1, j0, j1, put);
 #endif

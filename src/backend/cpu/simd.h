@@ -10,13 +10,18 @@
 #include <immintrin.h>
 #define TF_CPU_AVX2 1
 #define TF_AVX2 __attribute__((target("avx2")))
+#define TF_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
 #else
 #define TF_CPU_AVX2 0
 #endif
 
 namespace tf::cpu {
 
-// The CPU has AVX2, TF_CPU_SIMD is not 0 and no test turned the paths off (test_hooks::set_cpu_simd).
+// The widest paths the ops may take: 0 none (the portable statements), 1 AVX2, 2 AVX-512 (ops that have
+// such a path; the others take their AVX2 one). The CPU's best unless TF_CPU_SIMD caps it (0: none, avx2:
+// at most AVX2) or a test does (test_hooks::set_cpu_simd).
+int simd_level();
+// simd_level() >= 1.
 bool simd_on();
 
 // dst[i] = bf16_to_f32(s[i]) for i < n (exact; eight at a time where simd_on()).

@@ -18,10 +18,11 @@ using namespace tf::optest;
 
 namespace {
 
-struct SimdMode {  // the paths forced on or off for one scope; production's choice after it
-  explicit SimdMode(int on) { has_avx2 = test_hooks::set_cpu_simd(on); }
+struct SimdMode {  // the paths capped at a level (0 none, 1 AVX2, 2 AVX-512) for one scope; production's
+                   // after
+  explicit SimdMode(int level) { has = test_hooks::set_cpu_simd(level); }
   ~SimdMode() { test_hooks::set_cpu_simd(-1); }
-  bool has_avx2 = false;
+  bool has = false;  // the CPU has the level
 };
 
 float dot_one_sum(const float* a, const float* b, int64_t n) {  // the control's order
@@ -109,7 +110,7 @@ TEST(OpSimd, AttentionEqualsTheRowAtATimeStatements) {
       const auto ref = attention_rows(qf, kf, vf, ranges, c.n_q, c.heads, c.kv_heads, c.d, scale, act);
       SCOPED_TRACE("n_q=" + std::to_string(c.n_q) + " n_k=" + std::to_string(c.n_k) +
                    " d=" + std::to_string(c.d) + " kind=" + std::to_string(c.kind));
-      for (int on : {0, 1}) {
+      for (int on : {0, 1, 2}) {
         SimdMode mode(on);
         auto out = be->alloc(act, {c.n_q, c.heads, c.d});
         be->attention(dq, dk, dv, dr, scale, out);
@@ -170,7 +171,7 @@ TEST(OpSimd, PagedAttentionEqualsTheRowAtATimeStatements) {
   // Every segment gathered (0), every segment read in place (1000), and the default (the decode row in
   // place, the 21-row chunk gathered).
   for (int64_t tile_rows : {int64_t{0}, int64_t{1000}, int64_t{-1}})
-    for (int on : {0, 1}) {
+    for (int on : {0, 1, 2}) {
       test_hooks::set_cpu_paged_tile_rows(tile_rows);
       SimdMode mode(on);
       auto out = be->alloc(act, {n_q, heads, d});
@@ -212,7 +213,7 @@ TEST(OpSimd, LinearEqualsTheDotOrder) {
     Tensor bt = db.tensor();
     SCOPED_TRACE("n=" + std::to_string(c.n) + " in=" + std::to_string(c.in_f) +
                  " out=" + std::to_string(c.out_f));
-    for (int on : {0, 1}) {
+    for (int on : {0, 1, 2}) {
       SimdMode mode(on);
       auto out = be->alloc(c.act, {c.n, c.out_f});
       be->linear(dx, dw, c.bias ? &bt : nullptr, out);
@@ -226,7 +227,7 @@ TEST(OpSimd, LinearEqualsTheDotOrder) {
 TEST(OpSimd, Bf16RowsConvertExactly) {
   std::vector<uint16_t> all(65536 + 5);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // odd: a permutation
-  for (int on : {0, 1}) {
+  for (int on : {0, 1, 2}) {
     SimdMode mode(on);
     for (int64_t n : {int64_t{3}, int64_t{8}, int64_t{13}, static_cast<int64_t>(all.size())}) {
       std::vector<float> got(static_cast<size_t>(n), -1.0f);
@@ -244,10 +245,18 @@ TEST(OpSimd, Bf16RowsConvertExactly) {
 TEST(OpSimd, TheHookTurnsThePathsOnAndOff) {
   {
     SimdMode off(0);
+    EXPECT_EQ(cpu::simd_level(), 0);
     EXPECT_FALSE(cpu::simd_on());
   }
-  SimdMode on(1);
-  EXPECT_EQ(cpu::simd_on(), on.has_avx2);  // on wherever the CPU has AVX2
+  {
+    SimdMode avx2(1);
+    EXPECT_EQ(cpu::simd_level(), avx2.has ? 1 : 0);  // AVX2 wherever the CPU has it
+  }
+  SimdMode avx512(2);
+  if (avx512.has)
+    EXPECT_EQ(cpu::simd_level(), 2);
+  else
+    EXPECT_LE(cpu::simd_level(), 1);  // the CPU's best below AVX-512
 }
 
 }  // namespace
