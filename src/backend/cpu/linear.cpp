@@ -81,9 +81,11 @@ TF_AVX2 int64_t tiles_avx2(const float* x, const W* w, int64_t in_f, int64_t i0,
 
 // GCC 12's AVX-512 cast / broadcast intrinsics start from _mm512_undefined_*, which its uninitialized
 // warnings flag (a false positive: every lane is written).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Two columns' eight values as one 16-lane vector: lanes 0-7 from a, 8-15 from b (exact, as load8).
 TF_AVX512 inline __m512 load8x2(const uint16_t* a, const uint16_t* b) {
   const __m256i h =
@@ -136,7 +138,9 @@ TF_AVX512 int64_t tiles_avx512(const float* x, const W* w, int64_t in_f, int64_t
   }
   return j;
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
