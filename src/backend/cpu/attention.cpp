@@ -99,14 +99,69 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int6
   for (; j < je; ++j)
     for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + (j - jo) * stride, j, d, act);
 }
+
+// scores_avx2 and pv_avx2 at simd_level() 2: four keys' dots two per 16-lane vector (avx512::dot4), P · V
+// sixteen elements of acc at a time (each element's additions still in increasing j).
+TF_AVX512 void scores_avx512(BlockRow* br, int64_t nr, const float* k0, int64_t jo, int64_t stride, int64_t d,
+                             int64_t jb, int64_t je, float scale) {
+  int64_t j = jb;
+  for (; j + 4 <= je; j += 4) {
+    const float* kj = k0 + (j - jo) * stride;
+    for (int64_t r = 0; r < nr; ++r) {
+      BlockRow& x = br[r];
+      if (x.b <= j && j + 4 <= x.e) {
+        _mm_storeu_ps(x.p + (j - x.b), _mm_mul_ps(avx512::dot4(x.q, kj, stride, d), _mm_set1_ps(scale)));
+      } else {
+        for (int u = 0; u < 4; ++u) score_one(x, kj + u * stride, j + u, d, scale);
+      }
+    }
+  }
+  for (; j < je; ++j)
+    for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + (j - jo) * stride, j, d, scale);
+}
+
+TF_AVX512 void pv_avx512(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int64_t stride, int64_t d,
+                         int64_t jb, int64_t je, DType act) {
+  int64_t j = jb;
+  for (; j + 4 <= je; j += 4) {
+    const float* vj = v0 + (j - jo) * stride;
+    for (int64_t r = 0; r < nr; ++r) {
+      BlockRow& x = br[r];
+      if (x.b <= j && j + 4 <= x.e) {
+        const float* pj = x.p + (j - x.b);
+        const __m512 p0 = _mm512_set1_ps(rnd(pj[0], act)), p1 = _mm512_set1_ps(rnd(pj[1], act)),
+                     p2 = _mm512_set1_ps(rnd(pj[2], act)), p3 = _mm512_set1_ps(rnd(pj[3], act));
+        for (int64_t c = 0; c < d; c += 16) {
+          __m512 a = _mm512_loadu_ps(x.acc + c);
+          a = _mm512_add_ps(a, _mm512_mul_ps(p0, _mm512_loadu_ps(vj + c)));
+          a = _mm512_add_ps(a, _mm512_mul_ps(p1, _mm512_loadu_ps(vj + stride + c)));
+          a = _mm512_add_ps(a, _mm512_mul_ps(p2, _mm512_loadu_ps(vj + 2 * stride + c)));
+          a = _mm512_add_ps(a, _mm512_mul_ps(p3, _mm512_loadu_ps(vj + 3 * stride + c)));
+          _mm512_storeu_ps(x.acc + c, a);
+        }
+      } else {
+        for (int u = 0; u < 4; ++u) pv_one(x, vj + u * stride, j + u, d, act);
+      }
+    }
+  }
+  for (; j < je; ++j)
+    for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + (j - jo) * stride, j, d, act);
+}
 #endif
 
 // Keys [jb, je) of the block's rows: scores (values false) or acc += rnd(p) * v (true), key j's row at
 // x0 + (j - jo) * stride.
-void keys_pass(bool values, bool vec, BlockRow* br, int64_t nr, const float* x0, int64_t jo, int64_t stride,
+void keys_pass(bool values, int vec, BlockRow* br, int64_t nr, const float* x0, int64_t jo, int64_t stride,
                int64_t d, int64_t jb, int64_t je, float scale, DType act) {
 #if TF_CPU_AVX2
-  if (vec) {
+  if (vec == 2) {
+    if (values)
+      pv_avx512(br, nr, x0, jo, stride, d, jb, je, act);
+    else
+      scores_avx512(br, nr, x0, jo, stride, d, jb, je, scale);
+    return;
+  }
+  if (vec == 1) {
     if (values)
       pv_avx2(br, nr, x0, jo, stride, d, jb, je, act);
     else
@@ -161,7 +216,8 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const std::vector<Part>& par
     paged = paged || pt.src.table;
   }
   const DType act = q.dtype;
-  const bool vec = TF_CPU_AVX2 && simd_on() && d % 8 == 0;
+  // 0: the portable statements; 1: AVX2 (d % 8 == 0); 2: AVX-512 (d % 16 == 0).
+  const int vec = !TF_CPU_AVX2 || d % 8 != 0 ? 0 : std::min(simd_level(), d % 16 == 0 ? 2 : 1);
   pool.parallel_for(first.back(), [&](int64_t t0, int64_t t1) {
     std::vector<float> qf(static_cast<size_t>(members * d)), acc(qf.size());
     std::vector<std::vector<float>> p(static_cast<size_t>(members));

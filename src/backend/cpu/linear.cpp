@@ -79,24 +79,6 @@ TF_AVX2 int64_t tiles_avx2(const float* x, const W* w, int64_t in_f, int64_t i0,
   return j;
 }
 
-// GCC 12's AVX-512 cast / broadcast intrinsics start from _mm512_undefined_*, which its uninitialized
-// warnings flag (a false positive: every lane is written).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// Two columns' eight values as one 16-lane vector: lanes 0-7 from a, 8-15 from b (exact, as load8).
-TF_AVX512 inline __m512 load8x2(const uint16_t* a, const uint16_t* b) {
-  const __m256i h =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-TF_AVX512 inline __m512 load8x2(const float* a, const float* b) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
-}
-
 // tile_avx2's dots with two columns per 16-lane vector: lanes 0-7 hold column j + 2h's eight lane sums and
 // lanes 8-15 column j + 2h + 1's, each lane the same products added in the same order; x's eight values
 // broadcast to both halves.
@@ -108,20 +90,21 @@ TF_AVX512 inline void tile_avx512(const float* x, const W* w, int64_t in_f, int6
   const int64_t k8 = in_f / 8 * 8;
   const W* w0 = w + j * in_f;
   for (int64_t k = 0; k < k8; k += 8) {
-    const __m512 w01 = load8x2(w0 + k, w0 + in_f + k), w23 = load8x2(w0 + 2 * in_f + k, w0 + 3 * in_f + k);
+    const __m512 w01 = avx512::load8x2(w0 + k, w0 + in_f + k);
+    const __m512 w23 = avx512::load8x2(w0 + 2 * in_f + k, w0 + 3 * in_f + k);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + (i + r) * in_f + k));
+      const __m512 xv = avx512::dup8(x + (i + r) * in_f + k);
       acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_mul_ps(xv, w01));
       acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_mul_ps(xv, w23));
     }
   }
   __m256 a8[R][4];
   for (int r = 0; r < R; ++r) {
-    a8[r][0] = _mm512_castps512_ps256(acc[r][0]);
-    a8[r][1] = _mm512_extractf32x8_ps(acc[r][0], 1);
-    a8[r][2] = _mm512_castps512_ps256(acc[r][1]);
-    a8[r][3] = _mm512_extractf32x8_ps(acc[r][1], 1);
+    a8[r][0] = avx512::lo(acc[r][0]);
+    a8[r][1] = avx512::hi(acc[r][0]);
+    a8[r][2] = avx512::lo(acc[r][1]);
+    a8[r][3] = avx512::hi(acc[r][1]);
   }
   finish_tile<R>(a8, x, w, in_f, i, j, k8, put);
 }
@@ -138,9 +121,6 @@ TF_AVX512 int64_t tiles_avx512(const float* x, const W* w, int64_t in_f, int64_t
   }
   return j;
 }
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 }  // namespace

@@ -59,6 +59,45 @@ TF_AVX2 inline __m128 dot4(const float* a, const float* b, int64_t stride, int64
 }
 
 }  // namespace avx2
+
+// AVX-512 forms of the same sums, two rows of eight lanes per 16-lane vector (lanes 0-7 the first row's
+// eight lane sums, 8-15 the second's: the same products, added in the same order).
+namespace avx512 {
+#if !defined(__clang__)  // GCC 12 flags the intrinsics' _mm512_undefined_* starts (every lane is written)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Eight values of a and eight of b as one vector (bf16: exact, as avx2::load_bf16).
+TF_AVX512 inline __m512 load8x2(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+TF_AVX512 inline __m512 load8x2(const uint16_t* a, const uint16_t* b) {
+  const __m256i h =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// Eight values in both halves.
+TF_AVX512 inline __m512 dup8(const float* a) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(a)); }
+// The halves as two eight-lane vectors.
+TF_AVX512 inline __m256 lo(__m512 v) { return _mm512_castps512_ps256(v); }
+TF_AVX512 inline __m256 hi(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
+
+// avx2::dot4: dot_f32(a, b_t, n) for the four rows b_t = b + t * stride; n % 8 == 0.
+TF_AVX512 inline __m128 dot4(const float* a, const float* b, int64_t stride, int64_t n) {
+  __m512 s01 = _mm512_setzero_ps(), s23 = s01;
+  for (int64_t k = 0; k < n; k += 8) {
+    const __m512 x = dup8(a + k);
+    s01 = _mm512_add_ps(s01, _mm512_mul_ps(x, load8x2(b + k, b + stride + k)));
+    s23 = _mm512_add_ps(s23, _mm512_mul_ps(x, load8x2(b + 2 * stride + k, b + 3 * stride + k)));
+  }
+  return avx2::combine4(lo(s01), hi(s01), lo(s23), hi(s23));
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}  // namespace avx512
 #endif
 
 }  // namespace tf::cpu
