@@ -11,10 +11,46 @@ namespace tf::jinja {
 
 void throw_error(const std::string& kind, const std::string& msg) { throw JinjaError(kind, msg); }
 
+namespace {
+
+uint16_t nest_one_more(int inner) {
+  if (inner >= kMaxNesting)
+    throw_error("TemplateRuntimeError", "unsupported: lists and dicts nested more than " +
+                                            std::to_string(kMaxNesting) + " levels deep");
+  return static_cast<uint16_t>(inner + 1);
+}
+
+// Python raises RecursionError where repr() recurses too deep; a chain of namespaces can be
+// longer than kMaxNesting, so printing counts its own levels.
+thread_local int repr_levels = 0;
+
+struct ReprLevel {
+  ReprLevel() {
+    if (++repr_levels > kMaxNesting) {
+      --repr_levels;
+      throw_error("RecursionError", "maximum recursion depth exceeded");
+    }
+  }
+  ~ReprLevel() { --repr_levels; }
+  ReprLevel(const ReprLevel&) = delete;
+  ReprLevel& operator=(const ReprLevel&) = delete;
+};
+
+}  // namespace
+
+int nesting(const Value& v) {
+  if (v.kind == Value::Kind::List) return v.depth;
+  if (v.kind == Value::Kind::Dict) return v.dict->depth;
+  return 0;
+}
+
 Value Value::make_list(List items, bool is_tuple) {
   Value v;
   v.kind = Kind::List;
   v.tuple = is_tuple;
+  int inner = 0;
+  for (const Value& item : items) inner = std::max(inner, nesting(item));
+  v.depth = nest_one_more(inner);
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
@@ -57,6 +93,7 @@ const Value* Dict::find(const std::string& key) const {
 }
 
 void Dict::set(Value key, Value value) {
+  depth = std::max(depth, nest_one_more(std::max(nesting(key), nesting(value))));
   for (auto& [k, v] : entries) {
     if (equals(k, key)) {
       v = std::move(value);
@@ -88,6 +125,12 @@ bool Namespace::set(const std::string& name, Value value) {
 }
 
 std::string Namespace::repr() const {
+  if (in_repr) return "<Namespace {...}>";
+  in_repr = true;
+  struct Reset {
+    const Namespace* ns;
+    ~Reset() { ns->in_repr = false; }
+  } reset{this};
   std::string out = "<Namespace {";
   bool first = true;
   for (const auto& [k, v] : attrs) {
@@ -305,6 +348,7 @@ std::string to_str(const Value& v) {
     case Value::Kind::String:
       return v.s;
     case Value::Kind::List: {
+      const ReprLevel level;
       if (v.view == 1)
         throw_error("TemplateRuntimeError",
                     "unsupported: printing a generator object (Python prints its address)");
@@ -323,6 +367,7 @@ std::string to_str(const Value& v) {
       return out + (v.tuple ? ")" : "]");
     }
     case Value::Kind::Dict: {
+      const ReprLevel level;
       std::string out = "{";
       bool first = true;
       for (const auto& [k, val] : v.dict->entries) {
@@ -332,16 +377,23 @@ std::string to_str(const Value& v) {
       }
       return out + "}";
     }
-    case Value::Kind::Object:
+    case Value::Kind::Object: {
+      const ReprLevel level;
       return v.obj->repr();
+    }
     case Value::Kind::Callable:
       return v.fn->kind == "macro" ? "<Macro '" + v.fn->name + "'>" : "<function " + v.fn->name + ">";
   }
   return "";
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+// `levels`: the lists and dicts around j, so that a context nested past kMaxNesting is refused
+// before the recursion goes that deep.
+Value from_json_at(const nlohmann::ordered_json& j, int levels) {
   using J = nlohmann::ordered_json::value_t;
+  if ((j.is_array() || j.is_object()) && levels >= kMaxNesting) nest_one_more(levels);
   switch (j.type()) {
     case J::null:
       return Value::none();
@@ -365,19 +417,25 @@ Value from_json(const nlohmann::ordered_json& j) {
     case J::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json_at(e, levels + 1));
       return Value::make_list(std::move(items));
     }
     case J::object: {
       auto d = std::make_shared<Dict>();
       d->entries.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it)
-        d->entries.emplace_back(Value::str(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        d->entries.emplace_back(Value::str(it.key()), from_json_at(it.value(), levels + 1));
+        d->depth = std::max(d->depth, nest_one_more(nesting(d->entries.back().second)));
+      }
       return Value::make_dict(std::move(d));
     }
     default:
       throw_error("TypeError", "unsupported JSON value in context");
   }
 }
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 }  // namespace tf::jinja

@@ -29,6 +29,8 @@ struct JinjaError : std::runtime_error {
 
 struct Value;
 using List = std::vector<Value>;
+// Lists and dicts nest at most this deep (a template can nest one more level per loop pass).
+constexpr int kMaxNesting = 1000;
 struct Dict;
 struct Object;
 struct Callable;
@@ -43,6 +45,9 @@ struct Value {
   // List: 0 a list or tuple; otherwise a one-shot iterable Python would print differently and
   // that has no len()/indexing: 1 generator (map/select/...), 2 dict_items, 3 dict_keys, 4 dict_values.
   uint8_t view = 0;
+  // List: levels of list/dict nesting, this list included (a flat list is 1); bounded by
+  // kMaxNesting so that destroying, comparing or printing a value cannot exhaust the stack.
+  uint16_t depth = 0;
   int64_t i = 0;
   double f = 0.0;
   std::string s;  // String; Undefined: the message of the UndefinedError it raises when used
@@ -109,6 +114,7 @@ struct Value {
 // An insertion-ordered Python dict. Keys are hashable values (str, int, bool, None, float, tuple).
 struct Dict {
   std::vector<std::pair<Value, Value>> entries;
+  uint16_t depth = 1;  // as Value::depth; kept by set(), the only way entries grow after creation
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
   void set(Value key, Value value);
@@ -125,6 +131,7 @@ struct Object {
 
 struct Namespace : Object {
   std::vector<std::pair<std::string, Value>> attrs;
+  mutable bool in_repr = false;  // Python's repr of a dict that holds itself: `{...}`
   std::string type_name() const override { return "Namespace"; }
   bool get(const std::string& name, Value& out) const override;
   bool set(const std::string& name, Value value) override;
@@ -148,6 +155,7 @@ bool truthy(const Value& v);
 bool equals(const Value& a, const Value& b);
 // Python `<`; throws TypeError for unorderable types.
 bool less_than(const Value& a, const Value& b);
+int nesting(const Value& v);                   // list/dict levels in v (0 for a scalar or object)
 std::string to_str(const Value& v);            // str(v); Undefined -> ""
 std::string repr(const Value& v);              // repr(v)
 std::string python_type_name(const Value& v);  // "str", "list", "dict", "int", ...

@@ -108,6 +108,30 @@ TEST(JinjaLimits, RecursionIsBounded) {
   EXPECT_NE(parse_error(nested).find("too deep"), std::string::npos);
 }
 
+// Destroying, comparing or printing a value recurses through its levels, so nesting is bounded
+// wherever it can grow: a context, a list built in a loop, a chain of namespaces being printed.
+TEST(JinjaLimits, NestingIsBounded) {
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  EXPECT_NE(render_error("{{ x|length }}", json{{"x", json::parse(deep)}}).find("nested more than 1000"),
+            std::string::npos);
+  const std::string ok = std::string(900, '[') + std::string(900, ']');
+  EXPECT_EQ(render_error("{{ x|length }}", json{{"x", json::parse(ok)}}), "<rendered>");
+  EXPECT_NE(render_error("{% set ns = namespace(x=[]) %}{% for i in range(3000) %}{% set ns.x = [ns.x] %}"
+                         "{% endfor %}")
+                .find("nested more than 1000"),
+            std::string::npos);
+  EXPECT_NE(
+      render_error("{% set ns = namespace(x=[]) %}{% for i in range(3000) %}{% set ns.x = {'a': ns.x} %}"
+                   "{% endfor %}")
+          .find("nested more than 1000"),
+      std::string::npos);
+  EXPECT_NE(
+      render_error("{% set ns = namespace(x=0) %}{% for i in range(3000) %}{% set ns.x = namespace(y=ns.x) %}"
+                   "{% endfor %}{{ ns.x }}")
+          .find("recursion depth"),
+      std::string::npos);
+}
+
 TEST(JinjaLimits, IntegerOverflowIsAnError) {
   EXPECT_NE(render_error("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
   EXPECT_NE(render_error("{{ 2 ** 64 }}").find("overflow"), std::string::npos);
