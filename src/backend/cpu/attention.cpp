@@ -50,17 +50,21 @@ inline void pv_one(BlockRow& x, const float* vj, int64_t j, int64_t d, DType act
 }
 
 #if TF_CPU_AVX2
+using Dot4 = __m128 (*)(const float*, const float*, int64_t, int64_t);
+using Axpy4 = void (*)(float*, const float*, const float*, int64_t, int64_t);
+
 // Keys [jb, je) of the block's rows, four keys at a time where a row takes all four (each row's keys
 // still in increasing order, each score dot_f32's), else one at a time. Key j's row: k0 + (j - jo) * stride.
-TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t jo, int64_t stride, int64_t d,
-                         int64_t jb, int64_t je, float scale) {
+template <Dot4 dot4>
+inline void scores_vec(BlockRow* br, int64_t nr, const float* k0, int64_t jo, int64_t stride, int64_t d,
+                       int64_t jb, int64_t je, float scale) {
   int64_t j = jb;
   for (; j + 4 <= je; j += 4) {
     const float* kj = k0 + (j - jo) * stride;
     for (int64_t r = 0; r < nr; ++r) {
       BlockRow& x = br[r];
       if (x.b <= j && j + 4 <= x.e) {
-        _mm_storeu_ps(x.p + (j - x.b), _mm_mul_ps(avx2::dot4(x.q, kj, stride, d), _mm_set1_ps(scale)));
+        _mm_storeu_ps(x.p + (j - x.b), _mm_mul_ps(dot4(x.q, kj, stride, d), _mm_set1_ps(scale)));
       } else {
         for (int u = 0; u < 4; ++u) score_one(x, kj + u * stride, j + u, d, scale);
       }
@@ -72,8 +76,9 @@ TF_AVX2 void scores_avx2(BlockRow* br, int64_t nr, const float* k0, int64_t jo, 
 
 // acc += rnd(p_j) * v_j over keys [jb, je), four keys per pass over acc where a row takes all four (each
 // element's additions still in increasing j).
-TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int64_t stride, int64_t d,
-                     int64_t jb, int64_t je, DType act) {
+template <Axpy4 axpy4>
+inline void pv_vec(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int64_t stride, int64_t d,
+                   int64_t jb, int64_t je, DType act) {
   int64_t j = jb;
   for (; j + 4 <= je; j += 4) {
     const float* vj = v0 + (j - jo) * stride;
@@ -81,16 +86,8 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int6
       BlockRow& x = br[r];
       if (x.b <= j && j + 4 <= x.e) {
         const float* pj = x.p + (j - x.b);
-        const __m256 p0 = _mm256_set1_ps(rnd(pj[0], act)), p1 = _mm256_set1_ps(rnd(pj[1], act)),
-                     p2 = _mm256_set1_ps(rnd(pj[2], act)), p3 = _mm256_set1_ps(rnd(pj[3], act));
-        for (int64_t c = 0; c < d; c += 8) {
-          __m256 a = _mm256_loadu_ps(x.acc + c);
-          a = _mm256_add_ps(a, _mm256_mul_ps(p0, _mm256_loadu_ps(vj + c)));
-          a = _mm256_add_ps(a, _mm256_mul_ps(p1, _mm256_loadu_ps(vj + stride + c)));
-          a = _mm256_add_ps(a, _mm256_mul_ps(p2, _mm256_loadu_ps(vj + 2 * stride + c)));
-          a = _mm256_add_ps(a, _mm256_mul_ps(p3, _mm256_loadu_ps(vj + 3 * stride + c)));
-          _mm256_storeu_ps(x.acc + c, a);
-        }
+        const float p[4] = {rnd(pj[0], act), rnd(pj[1], act), rnd(pj[2], act), rnd(pj[3], act)};
+        axpy4(x.acc, p, vj, stride, d);
       } else {
         for (int u = 0; u < 4; ++u) pv_one(x, vj + u * stride, j + u, d, act);
       }
@@ -100,52 +97,26 @@ TF_AVX2 void pv_avx2(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int6
     for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + (j - jo) * stride, j, d, act);
 }
 
-// scores_avx2 and pv_avx2 at simd_level() 2: four keys' dots two per 16-lane vector (avx512::dot4), P · V
-// sixteen elements of acc at a time (each element's additions still in increasing j).
-TF_AVX512 void scores_avx512(BlockRow* br, int64_t nr, const float* k0, int64_t jo, int64_t stride, int64_t d,
-                             int64_t jb, int64_t je, float scale) {
-  int64_t j = jb;
-  for (; j + 4 <= je; j += 4) {
-    const float* kj = k0 + (j - jo) * stride;
-    for (int64_t r = 0; r < nr; ++r) {
-      BlockRow& x = br[r];
-      if (x.b <= j && j + 4 <= x.e) {
-        _mm_storeu_ps(x.p + (j - x.b), _mm_mul_ps(avx512::dot4(x.q, kj, stride, d), _mm_set1_ps(scale)));
-      } else {
-        for (int u = 0; u < 4; ++u) score_one(x, kj + u * stride, j + u, d, scale);
-      }
-    }
-  }
-  for (; j < je; ++j)
-    for (int64_t r = 0; r < nr; ++r) score_one(br[r], k0 + (j - jo) * stride, j, d, scale);
+// The walkers compiled for each instruction set (flatten: the four-key helpers inline into the loops).
+TF_AVX2 __attribute__((flatten)) void scores_avx2(BlockRow* br, int64_t nr, const float* x0, int64_t jo,
+                                                  int64_t stride, int64_t d, int64_t jb, int64_t je,
+                                                  float scale) {
+  scores_vec<avx2::dot4>(br, nr, x0, jo, stride, d, jb, je, scale);
 }
-
-TF_AVX512 void pv_avx512(BlockRow* br, int64_t nr, const float* v0, int64_t jo, int64_t stride, int64_t d,
-                         int64_t jb, int64_t je, DType act) {
-  int64_t j = jb;
-  for (; j + 4 <= je; j += 4) {
-    const float* vj = v0 + (j - jo) * stride;
-    for (int64_t r = 0; r < nr; ++r) {
-      BlockRow& x = br[r];
-      if (x.b <= j && j + 4 <= x.e) {
-        const float* pj = x.p + (j - x.b);
-        const __m512 p0 = _mm512_set1_ps(rnd(pj[0], act)), p1 = _mm512_set1_ps(rnd(pj[1], act)),
-                     p2 = _mm512_set1_ps(rnd(pj[2], act)), p3 = _mm512_set1_ps(rnd(pj[3], act));
-        for (int64_t c = 0; c < d; c += 16) {
-          __m512 a = _mm512_loadu_ps(x.acc + c);
-          a = _mm512_add_ps(a, _mm512_mul_ps(p0, _mm512_loadu_ps(vj + c)));
-          a = _mm512_add_ps(a, _mm512_mul_ps(p1, _mm512_loadu_ps(vj + stride + c)));
-          a = _mm512_add_ps(a, _mm512_mul_ps(p2, _mm512_loadu_ps(vj + 2 * stride + c)));
-          a = _mm512_add_ps(a, _mm512_mul_ps(p3, _mm512_loadu_ps(vj + 3 * stride + c)));
-          _mm512_storeu_ps(x.acc + c, a);
-        }
-      } else {
-        for (int u = 0; u < 4; ++u) pv_one(x, vj + u * stride, j + u, d, act);
-      }
-    }
-  }
-  for (; j < je; ++j)
-    for (int64_t r = 0; r < nr; ++r) pv_one(br[r], v0 + (j - jo) * stride, j, d, act);
+TF_AVX2 __attribute__((flatten)) void pv_avx2(BlockRow* br, int64_t nr, const float* x0, int64_t jo,
+                                              int64_t stride, int64_t d, int64_t jb, int64_t je, DType act) {
+  pv_vec<avx2::axpy4>(br, nr, x0, jo, stride, d, jb, je, act);
+}
+// simd_level() 2: four keys' dots two per 16-lane vector, P · V sixteen elements of acc at a time.
+TF_AVX512 __attribute__((flatten)) void scores_avx512(BlockRow* br, int64_t nr, const float* x0, int64_t jo,
+                                                      int64_t stride, int64_t d, int64_t jb, int64_t je,
+                                                      float scale) {
+  scores_vec<avx512::dot4>(br, nr, x0, jo, stride, d, jb, je, scale);
+}
+TF_AVX512 __attribute__((flatten)) void pv_avx512(BlockRow* br, int64_t nr, const float* x0, int64_t jo,
+                                                  int64_t stride, int64_t d, int64_t jb, int64_t je,
+                                                  DType act) {
+  pv_vec<avx512::axpy4>(br, nr, x0, jo, stride, d, jb, je, act);
 }
 #endif
 

@@ -58,6 +58,21 @@ TF_AVX2 inline __m128 dot4(const float* a, const float* b, int64_t stride, int64
   return combine4(s0, s1, s2, s3);
 }
 
+// acc[c] += p[0] * v_0[c], then p[1] * v_1[c], p[2] * v_2[c], p[3] * v_3[c] (v_t = v + t * stride), each
+// product rounded and added on its own, for c < n; n % 8 == 0.
+TF_AVX2 inline void axpy4(float* acc, const float* p, const float* v, int64_t stride, int64_t n) {
+  const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]), p2 = _mm256_set1_ps(p[2]),
+               p3 = _mm256_set1_ps(p[3]);
+  for (int64_t c = 0; c < n; c += 8) {
+    __m256 a = _mm256_loadu_ps(acc + c);
+    a = _mm256_add_ps(a, _mm256_mul_ps(p0, _mm256_loadu_ps(v + c)));
+    a = _mm256_add_ps(a, _mm256_mul_ps(p1, _mm256_loadu_ps(v + stride + c)));
+    a = _mm256_add_ps(a, _mm256_mul_ps(p2, _mm256_loadu_ps(v + 2 * stride + c)));
+    a = _mm256_add_ps(a, _mm256_mul_ps(p3, _mm256_loadu_ps(v + 3 * stride + c)));
+    _mm256_storeu_ps(acc + c, a);
+  }
+}
+
 }  // namespace avx2
 
 // AVX-512 forms of the same sums, two rows of eight lanes per 16-lane vector (lanes 0-7 the first row's
@@ -93,6 +108,20 @@ TF_AVX512 inline __m128 dot4(const float* a, const float* b, int64_t stride, int
     s23 = _mm512_add_ps(s23, _mm512_mul_ps(x, load8x2(b + 2 * stride + k, b + 3 * stride + k)));
   }
   return avx2::combine4(lo(s01), hi(s01), lo(s23), hi(s23));
+}
+
+// avx2::axpy4 sixteen elements of acc at a time; n % 16 == 0.
+TF_AVX512 inline void axpy4(float* acc, const float* p, const float* v, int64_t stride, int64_t n) {
+  const __m512 p0 = _mm512_set1_ps(p[0]), p1 = _mm512_set1_ps(p[1]), p2 = _mm512_set1_ps(p[2]),
+               p3 = _mm512_set1_ps(p[3]);
+  for (int64_t c = 0; c < n; c += 16) {
+    __m512 a = _mm512_loadu_ps(acc + c);
+    a = _mm512_add_ps(a, _mm512_mul_ps(p0, _mm512_loadu_ps(v + c)));
+    a = _mm512_add_ps(a, _mm512_mul_ps(p1, _mm512_loadu_ps(v + stride + c)));
+    a = _mm512_add_ps(a, _mm512_mul_ps(p2, _mm512_loadu_ps(v + 2 * stride + c)));
+    a = _mm512_add_ps(a, _mm512_mul_ps(p3, _mm512_loadu_ps(v + 3 * stride + c)));
+    _mm512_storeu_ps(acc + c, a);
+  }
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
