@@ -234,12 +234,9 @@ void attend_rows(ThreadPool& pool, const Tensor& q, const std::vector<Part>& par
       for (int64_t r = 0; r < nr; ++r) {
         float* pr = br[r].p;
         const int64_t nk = br[r].e - br[r].b;
-        float m = -INFINITY, l = 0.0f;
-        for (int64_t j = 0; j < nk; ++j) m = std::max(m, pr[j]);
-        for (int64_t j = 0; j < nk; ++j) {
-          pr[j] = fm::exp(pr[j] - m);
-          l += pr[j];
-        }
+        exp_row(pr, max_row(pr, nk), nk, pr);
+        float l = 0.0f;
+        for (int64_t j = 0; j < nk; ++j) l += pr[j];
         br[r].l = l;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);

@@ -27,6 +27,18 @@ bool simd_on();
 // dst[i] = bf16_to_f32(s[i]) for i < n (exact; eight at a time where simd_on()).
 void bf16_row_to_f32(const uint16_t* s, int64_t n, float* dst);
 
+// dst[i] = fm::exp(s[i] - sub) for i < n (dst may be s), bit for bit in either fmath mode, eight at a time
+// where simd_on(): each lane's e^x in double (error < 2^-45), rounded to f32; a lane whose double lies within
+// 2^-31 (relative) of a halfway point between two floats, or whose x is outside [-87, 88] or NaN, calls
+// fm::exp. Both fm::exp forms round a double within 2^-33 of e^x (glibc's expf: 1.7 · 2^-34 before its
+// rounding; exp in double: 2^-52), so elsewhere they round to the float the vector lane rounds to (checked
+// for all 2^32 floats in both modes on glibc 2.36; OpSimd.ExpRowEqualsTheScalarCalls samples them). `guard`
+// false skips the halfway test (a test's planted control: then some lanes must differ).
+void exp_row(const float* s, float sub, int64_t n, float* dst, bool guard = true);
+// The largest of p[0..n) that is not NaN (-inf if none): a sequential std::max's value, though a zero's sign
+// may differ (which e^(x - max) cannot see: x - (+0) and x - (-0) differ only for x = ±0, and e^±0 = 1).
+float max_row(const float* p, int64_t n);
+
 #if TF_CPU_AVX2
 namespace avx2 {
 

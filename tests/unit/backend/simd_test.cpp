@@ -4,10 +4,12 @@
 // Controls: a reference that sums the dot in one running sum instead of eight lanes must differ from the
 // op somewhere on the same inputs, so a change of order would be caught.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "backend/cpu/common.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/fmath.h"
 #include "backend/cpu/simd.h"
 #include "backend/test_hooks.h"
@@ -240,6 +242,52 @@ TEST(OpSimd, Bf16RowsConvertExactly) {
       }
     }
   }
+}
+
+// exp_row against fm::exp one value at a time, in both fmath modes: every 4,099th float of the whole range
+// (NaNs, infinities, subnormals, both signs) and every 4,093rd float of [-30, 0] (attention's x - max), from
+// unaligned starts and odd lengths, in place and not. Control: without the halfway test some lane must differ
+// (glibc's expf, 2^-33 from e^x before its rounding, lands on the other side of a halfway point from the
+// vector's own double for about one value in 2^8; exp in double is too close to e^x to show it).
+TEST(OpSimd, ExpRowEqualsTheScalarCalls) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    float x;
+    const uint32_t u = static_cast<uint32_t>(b);
+    std::memcpy(&x, &u, 4);
+    xs.push_back(x);
+  }
+  for (uint32_t u = 0x80000000u; u <= 0xC1F00000u; u += 4093) {  // -0 down to -30
+    float x;
+    std::memcpy(&x, &u, 4);
+    xs.push_back(x);
+  }
+  const float sub = 0.75f;
+  for (const CpuTranscendentals tm : {CpuTranscendentals::kLibm, CpuTranscendentals::kDouble}) {
+    set_cpu_transcendentals(tm);
+    std::vector<float> want(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) want[i] = fm::exp(xs[i] - sub);
+    for (int on : {0, 1, 2}) {
+      SimdMode mode(on);
+      for (size_t start : {size_t{0}, size_t{3}}) {
+        const int64_t n = static_cast<int64_t>(xs.size() - start - 5);
+        std::vector<float> got(xs.begin(), xs.end());
+        cpu::exp_row(got.data() + start, sub, n, got.data() + start);  // in place
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t at = start + static_cast<size_t>(i);
+          ASSERT_EQ(std::memcmp(&got[at], &want[at], 4), 0)
+              << "simd " << on << ", x " << xs[at] << ": " << got[at] << " vs " << want[at];
+        }
+      }
+      if (!mode.has || on == 0 || tm != CpuTranscendentals::kLibm) continue;
+      std::vector<float> loose(xs.size());
+      cpu::exp_row(xs.data(), sub, static_cast<int64_t>(xs.size()), loose.data(), /*guard=*/false);
+      size_t differ = 0;
+      for (size_t i = 0; i < xs.size(); ++i) differ += std::memcmp(&loose[i], &want[i], 4) != 0;
+      EXPECT_GT(differ, 0u) << "control: the unguarded vector path should differ somewhere";
+    }
+  }
+  set_cpu_transcendentals(CpuTranscendentals::kLibm);
 }
 
 TEST(OpSimd, TheHookTurnsThePathsOnAndOff) {
