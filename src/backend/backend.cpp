@@ -121,6 +121,8 @@ bool set_cuda_linear_split_min_rows(int) { return false; }
 int cuda_linear_split_min_rows_default() { return 0; }
 int cuda_linear_split_min_rows() { return 0; }
 int64_t cuda_linear_split_calls() { return 0; }
+bool set_cuda_linear_split_min_chunks(int) { return false; }
+int cuda_linear_split_min_chunks_default() { return 0; }
 bool set_cuda_linear_split_mma(bool) { return false; }
 bool set_cuda_attention_variant(int) { return false; }
 int cuda_attention_variants() { return 0; }

@@ -65,6 +65,10 @@ bool set_cuda_linear_split_min_rows(int rows);
 int cuda_linear_split_min_rows_default();  // 0 without CUDA
 int cuda_linear_split_min_rows();          // the current value (0 without CUDA)
 int64_t cuda_linear_split_calls();         // split-form launches so far (0 without CUDA)
+// Calls whose k has fewer 256-wide chunks than this (at least 2) run unsplit. The same bits either way.
+// False without CUDA.
+bool set_cuda_linear_split_min_chunks(int chunks);
+int cuda_linear_split_min_chunks_default();  // 0 without CUDA
 // The split form's partials on the 64 x 64 mma.sync tiles even where the wgmma blocks apply (on), or the
 // production choice (off). The same bits. False without CUDA.
 bool set_cuda_linear_split_mma(bool on);

@@ -13,11 +13,11 @@
 // so a row's bits are the same whether the call has 1, 8, 37 or 9,000 rows and whichever
 // configuration ran it (mma.cuh explains why the instruction allows it). The configuration is picked
 // from the shape only for speed:
-// - 17..256 rows whose 64 x 64 tiles are fewer than two per SM (many sequences decoding: 1B o_proj at 128
-//   rows has 32 tiles walking 2,048 of k each): the split form, one block per (tile, k chunk) writing its
-//   partial p_c unrounded to a workspace (configuration 11's wgmma blocks on compute capability 9.0, else the
-//   64 x 64 tiled kernel below), and linear_split.cu's fold adding them in chunk order (+ bias, one
-//   rounding): the same additions in the same order.
+// - 17..256 rows whose 64 x 64 tiles are fewer than two per SM and whose k has at least 5 chunks (many
+//   sequences decoding: 1B o_proj at 128 rows has 32 tiles walking 2,048 of k each): the split form, one
+//   block per (tile, k chunk) writing its partial p_c unrounded to a workspace (configuration 11's wgmma
+//   blocks on compute capability 9.0, else the 64 x 64 tiled kernel below), and linear_split.cu's fold adding
+//   them in chunk order (+ bias, one rounding): the same additions in the same order.
 // - Else from 17 rows (kLargeMinRows; prefill, vision, lm_head over many sequences):
 //   test_hooks::set_cuda_linear_large_config (or TF_CUDA_LINEAR_LARGE) picks the tiling: 0 and 1 below, 2..
 //   the swizzled candidates of linear_tc_large.cu (shapes listed there), 10 and 11 the wgmma forms of
@@ -87,8 +87,13 @@ std::atomic<int> g_small_config{kDefaultSmallConfig};
 constexpr int kSplitMinRows = 17, kSplitMaxRows = 256;
 constexpr int64_t kSplitBelowTiles = 264;
 std::atomic<int> g_split_min{env_choice("TF_CUDA_LINEAR_SPLIT_MIN", 1, kSplitMaxRows + 1, kSplitMinRows)};
-// Calls whose k has fewer chunks than this stay unsplit (TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS; benchmarks).
-const int g_split_min_chunks = env_choice("TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS", 2, 1 << 20, 2);
+// Calls whose k has fewer chunks than this stay unsplit (TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS,
+// test_hooks::set_cuda_linear_split_min_chunks). 5: in_f <= 1,024 (the 1B's q|k|v and gate|up) unsplit;
+// measured on the H100 (linear_bench --small-only, one 1B step's linears): 128 rows 1,379 -> 1,155 us, 256
+// rows 1,859 -> 1,613, 64 rows 1,169 -> 1,098 against 2 (every k of two chunks or more split); 32 rows equal.
+constexpr int kSplitMinChunks = 5;
+std::atomic<int> g_split_min_chunks{
+    env_choice("TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS", 2, 1 << 20, kSplitMinChunks)};
 std::atomic<int64_t> g_split_calls{0};  // test_hooks::cuda_linear_split_calls
 std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma: the mma.sync tiles always
 // The large-row configurations (test_hooks::set_cuda_linear_large_config) run calls of at least this many
@@ -431,7 +436,8 @@ bool copies16(const bf16_t* x, const bf16_t* w, int64_t in_f) {
 template <class TO>
 bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0), n_chunks = (in_f + kChunk - 1) / kChunk;
-  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows || n_chunks < g_split_min_chunks ||
+  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows ||
+      n_chunks < g_split_min_chunks.load(std::memory_order_relaxed) ||
       int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) >= kSplitBelowTiles)
     return false;
   float* part = linear_partials(s, n_chunks * n * out_f);
@@ -571,6 +577,12 @@ bool set_cuda_linear_split_min_rows(int rows) {
 int cuda_linear_split_min_rows_default() { return tf::cuda::kSplitMinRows; }
 int cuda_linear_split_min_rows() { return tf::cuda::g_split_min.load(std::memory_order_relaxed); }
 int64_t cuda_linear_split_calls() { return tf::cuda::g_split_calls.load(std::memory_order_relaxed); }
+bool set_cuda_linear_split_min_chunks(int chunks) {
+  TF_CHECK(chunks >= 2);
+  tf::cuda::g_split_min_chunks.store(chunks, std::memory_order_relaxed);
+  return true;
+}
+int cuda_linear_split_min_chunks_default() { return tf::cuda::kSplitMinChunks; }
 bool set_cuda_linear_split_mma(bool on) {
   tf::cuda::g_split_mma.store(on, std::memory_order_relaxed);
   return true;

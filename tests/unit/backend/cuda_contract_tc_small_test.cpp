@@ -164,7 +164,9 @@ namespace {
 // production rule) and off, f32 and bf16 out, on the 1B's decode shapes (q|k|v, o, gate|up, down), a partial
 // last chunk (1000), one chunk and a partial one (320), odd in_f (1001: element loads), odd out_f, bias or
 // none; the partials on the wgmma blocks (the production form on the H200) and on the mma.sync tiles
-// (test_hooks::set_cuda_linear_split_mma). The split must have run (test_hooks::cuda_linear_split_calls).
+// (test_hooks::set_cuda_linear_split_mma), with every k of two chunks or more split (production leaves
+// k <= 1,024 unsplit: test_hooks::set_cuda_linear_split_min_chunks). The split must have run
+// (test_hooks::cuda_linear_split_calls).
 // Control: with the planted 128-wide chunks for <= 16 rows, a 16-row call must differ from the 256-row
 // call's rows (f32 out).
 TEST_F(CudaContract, BatchInvarianceLinearSplit) {
@@ -173,8 +175,10 @@ TEST_F(CudaContract, BatchInvarianceLinearSplit) {
       test_hooks::set_cuda_linear_split_mma(false);
       test_hooks::set_cuda_linear_split_min_rows(test_hooks::cuda_linear_split_min_rows_default());
       test_hooks::set_cuda_linear_small_rows_chunk(0);
+      test_hooks::set_cuda_linear_split_min_chunks(test_hooks::cuda_linear_split_min_chunks_default());
     }
   } restore;
+  ASSERT_TRUE(test_hooks::set_cuda_linear_split_min_chunks(2));  // every k of two chunks or more: split
   struct Case {
     int64_t in_f, out_f;
     bool bias;
