@@ -9,6 +9,8 @@
 #          CPUs first, then TRAIN_SECONDS of training each), each evaluated on
 #          examples/heldout, heldout_blocks and heldout_lines_any by the stock Transformers code on its reloaded
 #          bf16 checkpoint: $OUT/{lighton,qwen}/{model.tar.gz,train_log.txt,oracle_*.jsonl};
+#          EVAL_AFTER=1: then MODE=eval on the new checkpoints (unpacked over models/ in the call's copy), so one
+#          call returns what adopting them needs (ids.tar, goldens.tar) beside the checkpoints;
 #   eval   for the checkpoints under models/: the CPU oracle's greedy ids and margins on the four held-out sets
 #          (oracle_ids.py, sharded over the 16 cores, THREADS=1 each -> $OUT/ids.tar) and the parity goldens
 #          (demo_goldens.py -> $OUT/goldens.tar).
@@ -73,6 +75,16 @@ case $MODE in
     for r in $FAMILIES; do  # at most 8 files come back: logs and oracle transcriptions in one tar per family
       (cd "$OUT/$r" && tar cf logs.tar train_log.txt oracle_*.jsonl && rm -f train_log.txt oracle_*.jsonl)
     done
+    if [ "${EVAL_AFTER:-0}" = 1 ]; then  # the new checkpoints in place of models/ (this copy), then MODE=eval
+      trained=""
+      for r in $FAMILIES; do
+        m=$([ "$r" = lighton ] && echo demo-lighton || echo demo-qwen35)
+        [ -s "$OUT/$r/model.tar.gz" ] || continue
+        rm -rf "models/$m" && tar xzf "$OUT/$r/model.tar.gz" -C models/ && trained="$trained $m"
+      done
+      log "eval of the new checkpoints:$trained ($SECONDS s in)"
+      [ -n "$trained" ] && EVAL_SECONDS=$((585 - SECONDS)) MODE=eval MODELS="${trained# }" bash "$0"
+    fi
     ;;
   eval)
     # per checkpoint and held-out set, shards of oracle_ids.py (rows flushed as they come; each process capped
