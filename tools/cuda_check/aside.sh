@@ -8,20 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${ASIDE_DIR:-/tmp/tf-aside}
+all=(demo-lighton demo-qwen35)
 case ${1:-} in
   out)
     mkdir -p "$dir"
     shift
-    [ $# -gt 0 ] || set -- demo-lighton demo-qwen35
+    [ $# -gt 0 ] || set -- "${all[@]}"
     for m in "$@"; do
       if [ -e "models/$m/model.safetensors" ]; then mv "models/$m/model.safetensors" "$dir/$m.safetensors"; fi
     done
     ;;
   in)
-    for m in demo-lighton demo-qwen35; do
+    for m in "${all[@]}"; do
       if [ -e "$dir/$m.safetensors" ]; then mv "$dir/$m.safetensors" "models/$m/model.safetensors"; fi
-    done
-    for m in demo-lighton demo-qwen35; do
       [ -e "models/$m/model.safetensors" ] || { echo "models/$m/model.safetensors is missing" >&2; exit 1; }
     done
     ;;

@@ -6,9 +6,9 @@
 #      test_runtime the same way where it was packed (PACK_RUNTIME=1); CASES=a gtest filter narrows both;
 #   3. `tensorfold ocr --backend cuda` on the committed held-out sets (OCR_SETS, default heldout and
 #      heldout_blocks; "" for none) of both demo models: greedy ids equal to the committed CPU transcriptions;
-#   4. what was packed of the benchmarks: attention_bench, linear_bench (small and large rows, SPLIT_CHUNKS="5 2" times the
-#      split form's TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS values), and with SERVE_CUT=1 serving 128 pages x 300
-#      tokens (bench/serve/gpu_serve_bench.py, tensorfold only) with the paged attention cut on, then off.
+#   4. with SERVE_CUT=1, serving 128 pages x 300 tokens (bench/serve/gpu_serve_bench.py, tensorfold only)
+#      with the paged attention cut on, then off; then what was packed of the benchmarks: linear_bench (large
+#      rows, and small rows at each SPLIT_CHUNKS value of TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench.
 # Binaries come prebuilt in .gpu/bin.tar.xz (tools/cuda_check/pack.sh; the GPU image lacks the Debian
 # -dev packages). The demo checkpoints' weights (31 MB) often have to stay behind for the 64 MiB a call
 # carries (tools/cuda_check/aside.sh): without them the demo cases are filtered out and step 3 is skipped,

@@ -29,6 +29,7 @@ LIGHTON_ARGS=${LIGHTON_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.3}
 QWEN_ARGS=${QWEN_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.5 --qwen-size m}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
+demo_of() { [ "$1" = lighton ] && echo demo-lighton || echo demo-qwen35; }  # family -> models/ folder
 log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
 train_both() {  # extra args for each family of $FAMILIES, run concurrently
   local pids=""
@@ -57,7 +58,7 @@ case $MODE in
     train_both --smoke
     mkdir -p /tmp/ids /tmp/demo_goldens
     for r in lighton qwen; do
-      m=$([ $r = lighton ] && echo demo-lighton || echo demo-qwen35)
+      m=$(demo_of "$r")
       ck=/tmp/demo_work_$m/$m
       [ "${SMOKE_IDS:-1}" = 1 ] && SHARD=0/12 THREADS=4 python3 tools/train_demo/oracle_ids.py $ck \
         examples/heldout_pages /tmp/ids/$m.jsonl 24 >/tmp/s_$r.out 2>&1 &
@@ -78,7 +79,7 @@ case $MODE in
     if [ "${EVAL_AFTER:-0}" = 1 ]; then  # the new checkpoints in place of models/ (this copy), then MODE=eval
       trained=""
       for r in $FAMILIES; do
-        m=$([ "$r" = lighton ] && echo demo-lighton || echo demo-qwen35)
+        m=$(demo_of "$r")
         [ -s "$OUT/$r/model.tar.gz" ] || continue
         rm -rf "models/$m" && tar xzf "$OUT/$r/model.tar.gz" -C models/ && trained="$trained $m"
       done
