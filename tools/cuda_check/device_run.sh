@@ -6,9 +6,10 @@
 #      test_runtime the same way where it was packed (PACK_RUNTIME=1); CASES=a gtest filter narrows both;
 #   3. `tensorfold ocr --backend cuda` on the committed held-out sets (OCR_SETS, default heldout and
 #      heldout_blocks; "" for none) of both demo models: greedy ids equal to the committed CPU transcriptions;
-#   4. with SERVE_CUT=1, serving 128 pages x 300 tokens (bench/serve/gpu_serve_bench.py, tensorfold only)
-#      with the paged attention cut on, then off; then what was packed of the benchmarks: linear_bench (large
-#      rows, and small rows at each SPLIT_CHUNKS value of TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench.
+#   4. with SERVE_CUT=1, serving 128 pages x SERVE_TOKENS (default 300) tokens (bench/serve/gpu_serve_bench.py,
+#      tensorfold only) with the paged attention cut on, then off, SERVE_REPS times (default 1); then what was
+#      packed of the benchmarks: linear_bench (large rows, and small rows at each SPLIT_CHUNKS value of
+#      TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench.
 # Binaries come prebuilt in .gpu/bin.tar.xz (tools/cuda_check/pack.sh; the GPU image lacks the Debian
 # -dev packages). The demo checkpoints' weights (31 MB) often have to stay behind for the 64 MiB a call
 # carries (tools/cuda_check/aside.sh): without them the demo cases are filtered out and step 3 is skipped,
@@ -81,12 +82,21 @@ for m in "${demos[@]}"; do  # OCR_SETS="" skips them
   done
 done
 if [ "${SERVE_CUT:-0}" = 1 ]; then  # the first run also builds the full-size random 1B checkpoint (cached)
-  for cut in 1 0; do
-    budget=$([ $cut = 1 ] && echo 155 || echo 105)
-    step "serve_cut$cut" $((budget + 5)) env TF_PAGED_ATTENTION_CUT=$cut TF_SERVE_BENCH_C128=1 \
-      python3 bench/serve/gpu_serve_bench.py build-cuda/tensorfold "$OUT/logs/serve_cut$cut" --max-tokens 300 \
-      --levels 128 --pages 8 --budget "$budget" --level-cap 80 --hf-reserve 0 --skip-hf
-    grep -h '^| tensorfold' "$OUT/logs/serve_cut$cut/serve_bench.md" 2>/dev/null | sed "s/^/cut=$cut /" >>"$OUT/summary.txt"
+  # SERVE_TOKENS output tokens per request (default 300), SERVE_REPS pairs (default 1), on then off in each.
+  tokens=${SERVE_TOKENS:-300}
+  cap=$((tokens >= 1000 ? 110 : 80))
+  first=1
+  for rep in $(seq 1 "${SERVE_REPS:-1}"); do
+    for cut in 1 0; do
+      budget=$((cap + 25 + (first ? 50 : 0)))
+      first=0
+      name="serve_cut${cut}_r$rep"
+      step "$name" $((budget + 5)) env TF_PAGED_ATTENTION_CUT=$cut TF_SERVE_BENCH_C128=1 \
+        python3 bench/serve/gpu_serve_bench.py build-cuda/tensorfold "$OUT/logs/$name" --max-tokens "$tokens" \
+        --levels 128 --pages 8 --budget "$budget" --level-cap "$cap" --hf-reserve 0 --skip-hf
+      grep -h '^| tensorfold' "$OUT/logs/$name/serve_bench.md" 2>/dev/null | sed "s/^/cut=$cut rep=$rep /" \
+        >>"$OUT/summary.txt"
+    done
   done
 fi
 if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including bench/linear_bench
