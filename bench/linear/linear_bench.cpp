@@ -5,10 +5,11 @@
 // of test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's candidates), and
 // whether each one's output bits equal configuration 0's. Built with -DTF_BENCH=ON where the CUDA backend is
 // built; runs on the GPU machine:
-//   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2] [--split-min N] [--split-mma]
+//   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2] [--split-min N] [--split-mma] [--4b]
 // (default 200 reps, every config; --split-min: test_hooks::set_cuda_linear_split_min_rows, 257 = the split
 // form off; from 17 rows it otherwise preempts the small-row configurations where it applies; --split-mma:
-// its partials on the mma.sync tiles instead of the wgmma blocks)
+// its partials on the mma.sync tiles instead of the wgmma blocks; --4b: the small-row section on Qwen3.5-4B's
+// decode shapes instead of the 1B's)
 // The large-row section times every configuration of test_hooks::set_cuda_linear_large_config at the
 // prefill and vision shapes and checks each one's output bits against config 0's.
 // Per call, two timings with CUDA events over `reps` calls after a warm-up:
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,10 +44,19 @@ struct LinearShape {
   int64_t in_f, out_f, per_step;  // per_step: calls in one decode step (28 layers; lm_head once)
 };
 
-constexpr LinearShape kShapes[] = {
+constexpr LinearShape kShapes1b[] = {
     {"qkv_proj", 1024, 4096, 28},  {"o_proj", 2048, 1024, 28},   {"gate_up", 1024, 6144, 28},
     {"down_proj", 3072, 1024, 28}, {"lm_head", 1024, 151936, 1}, {"launch", 8, 8, 0},
 };
+// --4b: Qwen3.5-4B (hidden 2560, 24 Gated DeltaNet + 8 full-attention layers, tied lm_head 248,320); the
+// GDN in_proj (q | k | v | z | b | a, a linear_many call in the model) as one 2,560 -> 12,352 weight, the
+// gated attention's q | gate | k | v as one 2,560 -> 10,240.
+constexpr LinearShape kShapes4b[] = {
+    {"gdn_in", 2560, 12352, 24},  {"gdn_out", 4096, 2560, 24},  {"attn_qkv", 2560, 10240, 8},
+    {"attn_o", 4096, 2560, 8},    {"gate_up", 2560, 18432, 32}, {"down_proj", 9216, 2560, 32},
+    {"lm_head", 2560, 248320, 1}, {"launch", 8, 8, 0},
+};
+std::span<const LinearShape> g_shapes = kShapes1b;
 constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
 
@@ -90,7 +101,7 @@ void decode_section(cudaStream_t s, int reps, const std::vector<int>& cfgs) {
   const size_t nr = std::size(kRows), nc = cfgs.size();
   std::vector<double> step_graph(nr * nc), step_bound(nr);
   int mismatches = 0;
-  for (const LinearShape& sh : kShapes) {
+  for (const LinearShape& sh : g_shapes) {
     const size_t w_bytes = static_cast<size_t>(sh.in_f * sh.out_f) * 2;
     const size_t copies = std::max<size_t>(1, (size_t{256} << 20) / w_bytes);
     std::vector<void*> mem;
@@ -133,7 +144,7 @@ void decode_section(cudaStream_t s, int reps, const std::vector<int>& cfgs) {
     for (void* p : mem) TF_CUDA_CHECK(cudaFree(p));
   }
   tf::test_hooks::set_cuda_linear_small_config(tf::test_hooks::cuda_linear_small_default());
-  std::printf("\none decode step's linears (28 layers x qkv, o, gate_up, down + lm_head), CUDA graph:\n");
+  std::printf("\none decode step's linears (each shape times its calls per step), CUDA graph:\n");
   for (size_t ri = 0; ri < nr; ++ri)
     for (size_t ci = 0; ci < nc; ++ci)
       std::printf("  %2lld rows, cfg %d: %8.1f us, bound %6.1f us (%.0f%% of the bound)\n",
@@ -152,6 +163,7 @@ int main(int argc, char** argv) {
   for (int a = 2; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--large-only") large_only = true;
+    if (arg == "--4b") g_shapes = kShapes4b;
     if (arg == "--small-only") small_only = true;
     if (arg == "--split-min" && a + 1 < argc)
       tf::test_hooks::set_cuda_linear_split_min_rows(std::atoi(argv[++a]));

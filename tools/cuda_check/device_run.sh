@@ -6,10 +6,11 @@
 #      test_runtime the same way where it was packed (PACK_RUNTIME=1); CASES=a gtest filter narrows both;
 #   3. `tensorfold ocr --backend cuda` on the committed held-out sets (OCR_SETS, default heldout and
 #      heldout_blocks; "" for none) of both demo models: greedy ids equal to the committed CPU transcriptions;
-#   4. with SERVE_CUT=1, serving 128 pages x SERVE_TOKENS (default 300) tokens (bench/serve/gpu_serve_bench.py,
-#      tensorfold only) with the paged attention cut on, then off, SERVE_REPS times (default 1); then what was
-#      packed of the benchmarks: linear_bench (large rows, and small rows at each SPLIT_CHUNKS value of
-#      TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench.
+#   4. what was packed of the benchmarks: linear_bench (large rows, or with LINEAR_SMALL_CONFIGS those small-row
+#      candidates on the 1B's and the 4B's shapes; small rows at each SPLIT_CHUNKS value of
+#      TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench;
+#   5. with SERVE_CUT=1, serving 128 pages x SERVE_TOKENS (default 300) tokens (bench/serve/gpu_serve_bench.py,
+#      tensorfold only) with the paged attention cut on, then off, SERVE_REPS times (default 1).
 # Binaries come prebuilt in .gpu/bin.tar.xz (tools/cuda_check/pack.sh; the GPU image lacks the Debian
 # -dev packages). The demo checkpoints' weights (31 MB) often have to stay behind for the 64 MiB a call
 # carries (tools/cuda_check/aside.sh): without them the demo cases are filtered out and step 3 is skipped,
@@ -81,6 +82,21 @@ for m in "${demos[@]}"; do  # OCR_SETS="" skips them
     step "ocr_${m}_${set}" 120 python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold "models/$m" "examples/$set" 8
   done
 done
+if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including bench/linear_bench
+  if [ -n "${LINEAR_SMALL_CONFIGS:-}" ]; then  # e.g. 7,11,12: small-row candidates, 1B and 4B shapes
+    step linear_small_1b 90 build-cuda/bench/linear_bench 30 --small-only --configs "$LINEAR_SMALL_CONFIGS"
+    step linear_small_4b 120 build-cuda/bench/linear_bench 30 --small-only --4b --configs "$LINEAR_SMALL_CONFIGS"
+  else
+    step linear_large 90 build-cuda/bench/linear_bench 30 --large-only
+  fi
+  for c in ${SPLIT_CHUNKS:-}; do
+    step "linear_split_min_chunks$c" 60 env TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS="$c" build-cuda/bench/linear_bench 30 \
+      --small-only --configs 7
+  done
+fi
+if [ -x build-cuda/bench/attention_bench ]; then
+  step attention_bench 90 build-cuda/bench/attention_bench 20
+fi
 if [ "${SERVE_CUT:-0}" = 1 ]; then  # the first run also builds the full-size random 1B checkpoint (cached)
   # SERVE_TOKENS output tokens per request (default 300), SERVE_REPS pairs (default 1), on then off in each.
   tokens=${SERVE_TOKENS:-300}
@@ -98,16 +114,6 @@ if [ "${SERVE_CUT:-0}" = 1 ]; then  # the first run also builds the full-size ra
         >>"$OUT/summary.txt"
     done
   done
-fi
-if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including bench/linear_bench
-  step linear_large 90 build-cuda/bench/linear_bench 30 --large-only
-  for c in ${SPLIT_CHUNKS:-}; do
-    step "linear_split_min_chunks$c" 60 env TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS="$c" build-cuda/bench/linear_bench 30 \
-      --small-only --configs 7
-  done
-fi
-if [ -x build-cuda/bench/attention_bench ]; then
-  step attention_bench 90 build-cuda/bench/attention_bench 20
 fi
 grep -h "contract \]" "$OUT/logs/contract.log" | head -60 >"$OUT/contract_counts.txt"
 (cd "$OUT" && tar cJf all.tar.xz logs && rm -rf logs)

@@ -1,5 +1,6 @@
-// A configuration index read once from the environment (TF_CUDA_LINEAR_LARGE, TF_CUDA_ATTENTION_VARIANT,
-// TF_CUDA_LINEAR_SMALL_GRID: benchmarks of a candidate in whole runs, every choice giving the same bits).
+// A configuration index read once from the environment (TF_CUDA_LINEAR_LARGE, TF_CUDA_LINEAR_SMALL,
+// TF_CUDA_ATTENTION_VARIANT, TF_CUDA_LINEAR_SMALL_GRID: benchmarks of a candidate in whole runs, every choice
+// giving the same bits).
 #pragma once
 #include <cstdio>
 #include <cstdlib>

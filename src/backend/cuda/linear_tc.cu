@@ -79,7 +79,9 @@ std::atomic<int> g_large_config{
 // there to every other configuration (contract test). 8 (column width by occupancy) is expected faster still
 // and has not run on the GPU yet.
 constexpr int kDefaultSmallConfig = 7;
-std::atomic<int> g_small_config{kDefaultSmallConfig};
+// TF_CUDA_LINEAR_SMALL=N runs candidate N in whole runs (A/B of a candidate; 0: the chunks kernel).
+std::atomic<int> g_small_config{
+    env_choice("TF_CUDA_LINEAR_SMALL", 0, linear_tc_small_variants(), kDefaultSmallConfig)};
 // The split form (linear_split.cu) for calls of kSplitMinRows .. kSplitMaxRows rows whose 64 x 64 tiles are
 // fewer than kSplitBelowTiles (two per SM): one block per (tile, chunk), then the fold. The same bits;
 // TF_CUDA_LINEAR_SPLIT_MIN / test_hooks::set_cuda_linear_split_min_rows move the lower end (above

@@ -52,10 +52,13 @@ using namespace small;
 // Candidates (test_hooks::set_cuda_linear_small_config 1..): n8 tiles per block for calls of <= 4 and
 // 5..16 rows (0: the occupancy rule of plan_nt below; 17..64 rows: 64 x 16 blocks always), the warp cap, and
 // programmatic dependent launch (0 off, 1 wait for the previous kernel after the weight prologue, 2 also let
-// the next kernel launch early). Measured on the H200 (bench/linear/linear_bench.cpp, BENCHMARKS.md).
+// the next kernel launch early), and the ring of the <= 16-row calls (linear_tc_small.cuh's Shape: 0 64-wide
+// sub-tiles 5 deep, 1 128 x 4, 2 256 x 3, 3 64 x 8). Measured on the H200 (bench/linear/linear_bench.cpp,
+// BENCHMARKS.md).
 struct Variant {
   int nt_small, nt_mid, nw_cap, pdl;
   const char* name;
+  int ring = 0;
 };
 constexpr Variant kVariants[] = {
     {1, 2, 16, 0, "gemv 8/16 cols (<=4/<=16 rows), <=16 warps"},
@@ -68,20 +71,29 @@ constexpr Variant kVariants[] = {
     {0, 0, 16, 0, "gemv cols by occupancy (8/16/32), <=16 warps"},
     {0, 0, 16, 1, "gemv cols by occupancy, <=16 warps, PDL wait"},
     {0, 0, 16, 2, "gemv cols by occupancy, <=16 warps, PDL wait + early trigger"},
+    {2, 2, 16, 0, "gemv 16 cols, <=16 warps, k sub-tiles 128 x 4 deep", 1},
+    {2, 2, 16, 0, "gemv 16 cols, <=16 warps, k sub-tiles 256 x 3 deep", 2},
+    {2, 2, 16, 0, "gemv 16 cols, <=16 warps, k sub-tiles 64 x 8 deep", 3},
+    {0, 0, 16, 0, "gemv cols by occupancy, <=16 warps, k sub-tiles 128 x 4 deep", 1},
+    {0, 0, 16, 0, "gemv cols by occupancy, <=16 warps, k sub-tiles 256 x 3 deep", 2},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+constexpr int ring_sub(int ring) {
+  return ring == 1 ? 128 : ring == 2 ? 256 : 64;
+}  // Shape<1, NT, ring>::SUB
 
-template <class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
-void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>& sg, int n, int in_f,
-               int out_f, int kc, const Fusion& fu = {}) {
+template <class TO, Pro P, Epi E, int R>
+void run_small_ring(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>& sg, int n, int in_f,
+                    int out_f, int kc, const Fusion& fu) {
   int nt = n <= 4 ? v.nt_small : v.nt_mid;
-  if (nt == 0 && n <= 16) nt = plan_nt<TO, P, E>(n, in_f, out_f, kc, v.nw_cap);
+  if (nt == 0 && n <= 16) nt = plan_nt<TO, P, E, R>(n, in_f, out_f, kc, v.nw_cap);
   // With programmatic dependent launch on (pdl.cuh), every configuration waits after its weight prologue and
   // lets the next kernel start early.
   const int pdl = pdl_enabled() ? 2 : v.pdl;
   auto go = [&](auto mt, auto ntc) {
-    launch_small<decltype(mt)::value, decltype(ntc)::value, TO, P, E>(s, x, sg, n, in_f, out_f, kc, v.nw_cap,
-                                                                      pdl, fu);
+    constexpr int M = decltype(mt)::value;
+    launch_small<M, decltype(ntc)::value, TO, P, E, M == 1 ? R : 0>(s, x, sg, n, in_f, out_f, kc, v.nw_cap,
+                                                                    pdl, fu);
   };
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
@@ -97,6 +109,21 @@ void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>
     go(I4{}, I2{});  // 64 x 16 per block (64 x 32 would need 64 accumulators and 64 running sums per thread)
   } else {
     TF_CHECK(false && "the fused forms take <= 16 rows");
+  }
+}
+
+template <class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
+void run_small(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>& sg, int n, int in_f,
+               int out_f, int kc, const Fusion& fu = {}) {
+  switch (n <= 16 ? v.ring : 0) {
+    case 1:
+      return run_small_ring<TO, P, E, 1>(v, s, x, sg, n, in_f, out_f, kc, fu);
+    case 2:
+      return run_small_ring<TO, P, E, 2>(v, s, x, sg, n, in_f, out_f, kc, fu);
+    case 3:
+      return run_small_ring<TO, P, E, 3>(v, s, x, sg, n, in_f, out_f, kc, fu);
+    default:
+      return run_small_ring<TO, P, E, 0>(v, s, x, sg, n, in_f, out_f, kc, fu);
   }
 }
 
@@ -122,8 +149,8 @@ bool launch_linear_tc_small(cudaStream_t s, int which, const Tensor& x, std::spa
     out_f += w[i].dim(0);
   }
   if (!ok || n < 1 || n > 64 || in_f > (int64_t{1} << 30) || out_f > (int64_t{1} << 30)) return false;
-  if (kc % (n <= 16 ? 64 : 32) != 0) return false;
   const Variant& v = kVariants[which - 1];
+  if (kc % (n <= 16 ? ring_sub(v.ring) : 32) != 0) return false;
   const int ni = static_cast<int>(n), ii = static_cast<int>(in_f), oi = static_cast<int>(out_f);
   auto go = [&](auto* tag) {
     using TO = std::remove_pointer_t<decltype(tag)>;
@@ -151,7 +178,9 @@ bool launch_linear_tc_small_fused(cudaStream_t s, int which, const SmallFused& f
   if (which < 1 || which > kNumVariants || count < 1 || count > kMaxSegs || out.size() != count) return false;
   if ((f.glu || f.add) && count != 1) return false;
   const int64_t n = x.dim(0), in_f = x.dim(1);
-  if (n < 1 || n > 16 || in_f % 8 != 0 || in_f > (int64_t{1} << 30) || kc % 64 != 0) return false;
+  if (n < 1 || n > 16 || in_f % 8 != 0 || in_f > (int64_t{1} << 30) ||
+      kc % ring_sub(kVariants[which - 1].ring))
+    return false;
   bool ok = x.dtype == DType::BF16 && aligned16(x.data) && (!bias || (!f.glu && bias->dtype == DType::BF16));
   int64_t out_f = 0;
   for (size_t i = 0; i < count; ++i) {

@@ -407,30 +407,33 @@ struct Plan {
   size_t smem = 0;
 };
 
-template <int MT, int NT>
+// R: the ring of a <= 16-row call (a Variant's `ring`): 0 64-wide sub-tiles 5 deep (a whole chunk in
+// flight per warp before its first mma), 1 128-wide 4 deep, 2 256-wide 3 deep (one chunk's row per copy),
+// 3 64-wide 8 deep. 17..64 rows: x dominates a stage, so 32-wide sub-tiles, 4 deep (R 0 only).
+template <int MT, int NT, int R = 0>
 struct Shape {
-  // <= 16 rows: 64-wide sub-tiles, 5 deep (a whole chunk in flight per warp before its first mma);
-  // 17..64 rows: x dominates a stage, so 32-wide sub-tiles, 4 deep.
-  static constexpr int SUB = MT == 1 ? 64 : 32, S = MT == 1 ? 5 : 4;
+  static_assert(R >= 0 && R <= 3 && (MT == 1 || R == 0));
+  static constexpr int SUB = MT != 1 ? 32 : R == 1 ? 128 : R == 2 ? 256 : 64;
+  static constexpr int S = MT != 1 ? 4 : R == 1 ? 4 : R == 2 ? 3 : R == 3 ? 8 : 5;
   using Cfg = SmallCfg<MT, NT, SUB, S>;
 };
 
-template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
+template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore, int R = 0>
 auto small_kernel() {
-  using Sh = Shape<MT, NT>;
+  using Sh = Shape<MT, NT, R>;
   return linear_tc_small_kernel<typename Sh::Cfg, MT, NT, Sh::SUB, Sh::S, TO, P, E>;
 }
 
 // The device's opt-in shared memory per block, set as the kernel's dynamic limit once per device (a
 // function attribute belongs to one device's context; serve --devices runs one backend per GPU).
-template <int MT, int NT, class TO, Pro P, Epi E>
+template <int MT, int NT, class TO, Pro P, Epi E, int R>
 int max_smem() {
   static OncePerDevice attr;
   static std::atomic<int> optin{0};
   attr.run([](int dev) {
     int v = 0;
     TF_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    TF_CUDA_CHECK(cudaFuncSetAttribute(small_kernel<MT, NT, TO, P, E>(),
+    TF_CUDA_CHECK(cudaFuncSetAttribute(small_kernel<MT, NT, TO, P, E, R>(),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, v));
     optin.store(v, std::memory_order_relaxed);
   });
@@ -438,10 +441,10 @@ int max_smem() {
 }
 
 // out_f: all segments' columns; kNorm: its rows and weight in shared memory too.
-template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
+template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore, int R = 0>
 Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {
-  using Cfg = typename Shape<MT, NT>::Cfg;
-  const int limit = max_smem<MT, NT, TO, P, E>(), norm_f = P == Pro::kNorm ? in_f : 0;
+  using Cfg = typename Shape<MT, NT, R>::Cfg;
+  const int limit = max_smem<MT, NT, TO, P, E, R>(), norm_f = P == Pro::kNorm ? in_f : 0;
   const int n_chunks = (in_f + kc - 1) / kc;
   Plan p;
   p.nw = std::min(n_chunks, nw_cap);
@@ -451,8 +454,8 @@ Plan plan(int n, int in_f, int out_f, int kc, int nw_cap, bool occupancy) {
   p.smem = Cfg::smem(n, p.nw, norm_f);
   p.blocks = static_cast<int>(blocks_for(out_f, 8 * NT));
   if (occupancy)
-    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&p.per_sm, small_kernel<MT, NT, TO, P, E>(),
-                                                                32 * p.nw, p.smem));
+    TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &p.per_sm, small_kernel<MT, NT, TO, P, E, R>(), 32 * p.nw, p.smem));
   return p;
 }
 
@@ -463,7 +466,7 @@ inline std::atomic<int> g_grid_cap{env_choice("TF_CUDA_LINEAR_SMALL_GRID", 0, 1 
 // The blocks of a launch: every tile's block at once where they fit on the SMs (one wave), else as many as
 // fit (each then walks several tiles, its weight stream running on across them: no wave's start and drain
 // between). test_hooks::set_cuda_linear_small_grid_cap lowers it. Cached per (warps, shared memory).
-template <int MT, int NT, class TO, Pro P, Epi E>
+template <int MT, int NT, class TO, Pro P, Epi E, int R>
 int resident_blocks(const Plan& p) {
   if (const int cap = g_grid_cap.load(std::memory_order_relaxed); cap > 0) return cap;
   static std::mutex mu;
@@ -474,7 +477,7 @@ int resident_blocks(const Plan& p) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int per_sm = 0, sms = 0;
-  TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, small_kernel<MT, NT, TO, P, E>(),
+  TF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, small_kernel<MT, NT, TO, P, E, R>(),
                                                               32 * p.nw, p.smem));
   TF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int v = std::max(1, per_sm) * sms;
@@ -483,18 +486,18 @@ int resident_blocks(const Plan& p) {
 }
 
 // out_f: every segment's weight rows (kGlu: 2 d, sg.out_f[0] = d).
-template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
+template <int MT, int NT, class TO, Pro P = Pro::kNone, Epi E = Epi::kStore, int R = 0>
 void launch_small(cudaStream_t s, const bf16_t* x, Segs<TO> sg, int n, int in_f, int out_f, int kc,
                   int nw_cap, int pdl, const Fusion& fu = {}) {
-  TF_CHECK((kc % Shape<MT, NT>::SUB == 0 && n <= 16 * MT));
-  Plan p = plan<MT, NT, TO, P, E>(n, in_f, out_f, kc, nw_cap, false);
+  TF_CHECK((kc % Shape<MT, NT, R>::SUB == 0 && n <= 16 * MT));
+  Plan p = plan<MT, NT, TO, P, E, R>(n, in_f, out_f, kc, nw_cap, false);
   const int width = E == Epi::kGlu ? 4 * NT : 8 * NT;  // output columns per tile
   sg.tile0[0] = 0;
   for (int i = 0; i < sg.count; ++i)
     sg.tile0[i + 1] = sg.tile0[i] + static_cast<int>(blocks_for(sg.out_f[i], width));
   p.blocks = sg.tile0[sg.count];
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(std::min(p.blocks, resident_blocks<MT, NT, TO, P, E>(p))));
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min(p.blocks, resident_blocks<MT, NT, TO, P, E, R>(p))));
   cfg.blockDim = dim3(static_cast<unsigned>(32 * p.nw));
   cfg.dynamicSmemBytes = p.smem;
   cfg.stream = s;
@@ -504,7 +507,7 @@ void launch_small(cudaStream_t s, const bf16_t* x, Segs<TO> sg, int n, int in_f,
   cfg.attrs = attr;
   cfg.numAttrs = pdl > 0 ? 1 : 0;
   TF_CUDA_CHECK(
-      cudaLaunchKernelEx(&cfg, small_kernel<MT, NT, TO, P, E>(), x, sg, n, in_f, kc, pdl > 1 ? 1 : 0, fu));
+      cudaLaunchKernelEx(&cfg, small_kernel<MT, NT, TO, P, E, R>(), x, sg, n, in_f, kc, pdl > 1 ? 1 : 0, fu));
 }
 
 // <= 16 rows, the occupancy rule: the widest blocks (32, 16, then 8 columns) that still give >= 64 blocks,
@@ -514,7 +517,7 @@ void launch_small(cudaStream_t s, const bf16_t* x, Segs<TO> sg, int n, int in_f,
 // resident blocks walk the tiles: the width that loads the busiest block least, 16 columns on a tie (the
 // fastest of the three for lm_head when each block had one tile). Cached per (n, in_f, out_f, kc, out
 // dtype, per fused form).
-template <class TO, Pro P = Pro::kNone, Epi E = Epi::kStore>
+template <class TO, Pro P = Pro::kNone, Epi E = Epi::kStore, int R = 0>
 int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
   static std::mutex mu;
   static std::map<std::array<int, 5>, int> cache;
@@ -532,9 +535,9 @@ int plan_nt(int n, int in_f, int out_f, int kc, int nw_cap) {
     const int res = std::max(1, p.per_sm) * sms;
     return (p.blocks + res - 1) / res * width;
   };
-  const Plan p4 = plan<1, 4, TO, P, E>(n, in_f, out_f, kc, nw_cap, true);
-  const Plan p2 = plan<1, 2, TO, P, E>(n, in_f, out_f, kc, nw_cap, true);
-  const Plan p1 = plan<1, 1, TO, P, E>(n, in_f, out_f, kc, nw_cap, true);
+  const Plan p4 = plan<1, 4, TO, P, E, R>(n, in_f, out_f, kc, nw_cap, true);
+  const Plan p2 = plan<1, 2, TO, P, E, R>(n, in_f, out_f, kc, nw_cap, true);
+  const Plan p1 = plan<1, 1, TO, P, E, R>(n, in_f, out_f, kc, nw_cap, true);
   int nt = 2;
   if (fits(p4))
     nt = 4;
