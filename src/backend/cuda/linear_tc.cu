@@ -76,9 +76,9 @@ std::atomic<int> g_large_config{
 // launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the
 // launches of candidate 3, above that those of candidate 1, the fastest at each row count of the five
 // measured (one decode step's linears at 1 row 747 us against the chunks kernel's 919), both bit-identical
-// there to every other configuration (contract test). 11-15 (other weight rings, linear_tc_small.cuh's Shape),
-// measured on an H100 (BENCHMARKS.md, "the weight ring of the decode GEMV"): slower on the 1B's shapes, at most
-// 3.4 % faster on the 4B's step.
+// there to every other configuration (contract test). 11-15 (other weight rings, linear_tc_small.cuh's
+// Shape), measured on an H100 (BENCHMARKS.md, "the weight ring of the decode GEMV"): slower on the 1B's
+// shapes, at most 3.4 % faster on the 4B's step.
 constexpr int kDefaultSmallConfig = 7;
 // TF_CUDA_LINEAR_SMALL=N runs candidate N in whole runs (A/B of a candidate; 0: the chunks kernel).
 std::atomic<int> g_small_config{
