@@ -2,7 +2,7 @@
 
 `shape(family, cfg)` is the processor's own output-size rule in Python (Pixtral: fit longest_edge, never
 upscale, round each side up to the patch size; Qwen2-VL: smart_resize to multiples of patch * merge inside
-[min_pixels, max_pixels]); data.py grows a training canvas until that size lands on the bucket grid. `Prep` then
+[min_pixels, max_pixels]); data_any.py grows a training canvas until that size lands on the bucket grid. `Prep` then
 runs the checkpoint's real image processor (AutoImageProcessor from the static files train.py writes) on the
 rendered image and turns its pixel_values back into uint8 planes [C, H, W] (C = 1 for a grayscale image): the
 pixels the model is trained on are exactly the processor's (the inverse of rescale + normalise rounds back to the
@@ -54,7 +54,7 @@ _IP = {}
 
 class Prep:
     """uint8 image [h, w] or [h, w, 3] -> (uint8 [C, H, W] as the checkpoint's image processor resizes it, the
-    largest rounding residual), or None if its size is not the predicted one. Attributes shape_fn and grids serve data.render_any_chunk."""
+    largest rounding residual), or None if its size is not the predicted one. Attributes shape_fn and grids serve data_any.render_any_chunk."""
 
     def __init__(self, family, static_dir, ip_cfg):
         self.family, self.static_dir = family, static_dir

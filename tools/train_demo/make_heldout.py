@@ -3,8 +3,8 @@
   python3 tools/train_demo/make_heldout.py FONT_DIR REPO_ROOT        # the first recipe's sets (below)
   python3 tools/train_demo/make_heldout.py FONT_DIR REPO_ROOT any    # the any-geometry sets (issue 21)
 
-`any` writes examples/heldout_lines_any/ (120 lines of data.heldout_any_lines: 150-1,600 px wide, 24-120 px high,
-grayscale and RGB in turn), examples/heldout_pages/ (24 pages of data.heldout_pages: 3-30 lines, up to 1,600 px,
+`any` writes examples/heldout_lines_any/ (120 lines of data_any.heldout_any_lines: 150-1,600 px wide, 24-120 px high,
+grayscale and RGB in turn), examples/heldout_pages/ (24 pages of data_any.heldout_pages: 3-30 lines, up to 1,600 px,
 the five page kinds in turn, grayscale and RGB in turn), each with ground_truth.jsonl (file, text, size, mode,
 kind), and the README's page examples/page.png + page.txt. Seeds SEED + 3000 and SEED + 4000; grayscale images
 are saved as 8-bit grayscale PNG, RGB ones as RGB PNG (optimised).
@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import data  # noqa: E402
+import data_any  # noqa: E402
 
 SEED = 20261129
 PAGES = {
@@ -53,18 +54,18 @@ def write_set(folder, items, name):
 
 def main_any(font_dir, root):
     from PIL import Image
-    lines = data.heldout_any_lines(120, SEED + 3000, font_dir)
+    lines = data_any.heldout_any_lines(120, SEED + 3000, font_dir)
     write_set(os.path.join(root, "examples", "heldout_lines_any"), [(t, a, {}) for t, a in lines], "line")
-    pages = data.heldout_pages(24, SEED + 4000, font_dir)
+    pages = data_any.heldout_pages(24, SEED + 4000, font_dir)
     write_set(os.path.join(root, "examples", "heldout_pages"), [(t, a, {"kind": k}) for k, t, a in pages], "page")
     sans = [f for f in data.font_files(font_dir) if os.path.basename(f) == "DejaVuSans.ttf"]
     rng = random.Random(5)
     arr = None
     while arr is None:
-        arr = data.render_page(README_PAGE, "receipt", rng, sans, clean=True)
+        arr = data_any.render_page(README_PAGE, "receipt", rng, sans, clean=True)
     Image.fromarray(arr).save(os.path.join(root, "examples", "page.png"), optimize=True)
     with open(os.path.join(root, "examples", "page.txt"), "w", encoding="utf-8") as f:
-        f.write(data.page_text(README_PAGE) + "\n")
+        f.write(data_any.page_text(README_PAGE) + "\n")
     print(f"wrote {len(lines)} lines, {len(pages)} pages and examples/page.png ({arr.shape[1]} x {arr.shape[0]})")
     return 0
 

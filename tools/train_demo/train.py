@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 
 import cer as cermod  # noqa: E402
 import data  # noqa: E402
+import data_any  # noqa: E402
 import lighton  # noqa: E402
 import qwen35  # noqa: E402
 
@@ -57,8 +58,8 @@ def train_tokenizer(seed, regex=None):
     rng = random.Random(seed)
     corpus = [data.make_text(rng, 0.5) for _ in range(20000)]
     corpus += [data.block_text(data.make_block(rng, data.BLOCK_KINDS[i % 4])) for i in range(4000)]
-    corpus += [data.line_text(rng) for _ in range(20000)]
-    corpus += [data.page_text(data.make_page(rng, data.PAGE_KINDS[i % 5])) for i in range(2000)]
+    corpus += [data_any.line_text(rng) for _ in range(20000)]
+    corpus += [data_any.page_text(data_any.make_page(rng, data_any.PAGE_KINDS[i % 5])) for i in range(2000)]
     tok = Tokenizer(models.BPE(dropout=None, unk_token=None, continuing_subword_prefix="", end_of_word_suffix="",
                                fuse_unk=False, byte_fallback=False, ignore_merges=False))
     tok.normalizer = normalizers.NFC()
@@ -181,7 +182,7 @@ class Bucket:
             self.imgs = grow(self.imgs, (self.C, self.H, self.W), torch.uint8)
             self.tgt = grow(self.tgt, (self.max_tgt,), torch.long)
             self.tlen = grow(self.tlen, (), torch.long)
-            self.ctc_t = grow(self.ctc_t, (data.MAX_LINE_CHARS,), torch.long)
+            self.ctc_t = grow(self.ctc_t, (data_any.MAX_LINE_CHARS,), torch.long)
             self.ctc_l = grow(self.ctc_l, (), torch.long)
             self.cap = cap
         sl = slice(self.n, self.n + k)
@@ -224,7 +225,7 @@ class Feed:
 
         def pump():
             try:
-                for res in self.pool.imap_unordered(data.render_any_chunk, jobs):
+                for res in self.pool.imap_unordered(data_any.render_any_chunk, jobs):
                     self.q.put(res)
             finally:
                 self.q.put(None)
@@ -280,14 +281,14 @@ class Store:
             keep, tg, tl, ct, cl = [], [], [], [], []
             for i, (e, s) in enumerate(zip(enc, texts)):
                 tids = e.ids + [self.ids["<|im_end|>"]]
-                if len(tids) > mt or (kind == "line" and len(s) > data.MAX_LINE_CHARS):
+                if len(tids) > mt or (kind == "line" and len(s) > data_any.MAX_LINE_CHARS):
                     self.stats["dropped"] += 1
                     continue
                 keep.append(i)
                 tg.append(tids + [-100] * (mt - len(tids)))
                 tl.append(len(tids))
                 c = [self.cidx[ch] for ch in s] if kind == "line" else []
-                ct.append(c + [0] * (data.MAX_LINE_CHARS - len(c)))
+                ct.append(c + [0] * (data_any.MAX_LINE_CHARS - len(c)))
                 cl.append(len(c))
             if not keep:
                 continue
@@ -484,13 +485,13 @@ def main():
     log(f"image processor {ip_cfg['image_processor_type']} size {ip_cfg['size']}")
     prep = geometry.Prep(args.family, static_dir, ip_cfg)
     vrng = random.Random(seed + 5)
-    vfonts, vold = data.all_fonts(args.fonts), data.font_files(args.fonts)
+    vfonts, vold = data_any.all_fonts(args.fonts), data.font_files(args.fonts)
     vimgs = [data.render(data.make_text(vrng, 0.5), vrng, vold),
              data.render_block(data.make_block(vrng, "table"), "table", vrng, vold)]
     while len(vimgs) < 14:
         rgb = len(vimgs) % 2 == 1
-        a = data.render_line_any(data.line_text(vrng), vrng, vfonts, rgb=rgb) if len(vimgs) < 8 else \
-            data.render_page(data.make_page(vrng, data.PAGE_KINDS[len(vimgs) % 5], 30), "mixed", vrng, vfonts, rgb=rgb)
+        a = data_any.render_line_any(data_any.line_text(vrng), vrng, vfonts, rgb=rgb) if len(vimgs) < 8 else \
+            data_any.render_page(data_any.make_page(vrng, data_any.PAGE_KINDS[len(vimgs) % 5], 30), "mixed", vrng, vfonts, rgb=rgb)
         if a is not None:
             vimgs.append(a)
     fast, worst = prep.validate(vimgs)
@@ -511,14 +512,14 @@ def main():
 
     # Our pixels from the workers' uint8 planes = the processor's pixel_values, for a rendered line and page.
     rng = random.Random(seed + 7)
-    fonts = data.all_fonts(args.fonts)
+    fonts = data_any.all_fonts(args.fonts)
     from PIL import Image
     for kind in ("line", "page"):
         while True:
             rgb = kind == "page"
-            a = data.render_line_any("Probe 123: Total 1,284.50 EUR", rng, fonts, rgb=rgb, shape_fn=prep.shape_fn,
+            a = data_any.render_line_any("Probe 123: Total 1,284.50 EUR", rng, fonts, rgb=rgb, shape_fn=prep.shape_fn,
                                      grid=prep.grids["line"]) if kind == "line" else \
-                data.render_page(data.make_page(rng, "receipt", 8), "receipt", rng, fonts, rgb=rgb,
+                data_any.render_page(data_any.make_page(rng, "receipt", 8), "receipt", rng, fonts, rgb=rgb,
                                  shape_fn=prep.shape_fn, grid=prep.grids["page"])
             if a is not None:
                 break

@@ -72,15 +72,11 @@ constexpr int kDefaultLargeConfig = 11;
 std::atomic<int> g_large_config{
     env_choice("TF_CUDA_LINEAR_LARGE", 0, linear_tc_large_end() - 1, kDefaultLargeConfig)};
 // <= 64 rows: 0 the chunks kernel below, 1.. the candidates of linear_tc_small.cu (listed there). All the
-// same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps, no programmatic
-// launch). Measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"): for <= 4 rows it runs the
-// launches of candidate 3, above that those of candidate 1, the fastest at each row count of the five
-// measured (one decode step's linears at 1 row 747 us against the chunks kernel's 919), both bit-identical
-// there to every other configuration (contract test). 11-15 (other weight rings, linear_tc_small.cuh's
-// Shape), measured on an H100 (BENCHMARKS.md, "the weight ring of the decode GEMV"): slower on the 1B's
-// shapes, at most 3.4 % faster on the 4B's step.
+// same bits. The default: 7 (linear_tc_small.cu: blocks of 16 columns, up to 16 warps), the fastest of those
+// measured on the H200 (bench/linear, BENCHMARKS.md "Decode GEMV"; one decode step's linears at 1 row 747 us
+// against the chunks kernel's 919); 11-15 (other weight rings) on an H100 ("the weight ring of the decode
+// GEMV"): slower on the 1B, <= 3.4 % faster on the 4B. TF_CUDA_LINEAR_SMALL=N runs N in whole runs.
 constexpr int kDefaultSmallConfig = 7;
-// TF_CUDA_LINEAR_SMALL=N runs candidate N in whole runs (A/B of a candidate; 0: the chunks kernel).
 std::atomic<int> g_small_config{
     env_choice("TF_CUDA_LINEAR_SMALL", 0, linear_tc_small_variants(), kDefaultSmallConfig)};
 // The split form (linear_split.cu) for calls of kSplitMinRows .. kSplitMaxRows rows whose 64 x 64 tiles are
