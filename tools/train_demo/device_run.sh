@@ -30,6 +30,16 @@ QWEN_ARGS=${QWEN_ARGS:---lr 1e-3 --warmup 150 --ctc-weight 0.5 --qwen-size m}
 mkdir -p "$OUT/lighton" "$OUT/qwen"
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/all.log"; }
 demo_of() { [ "$1" = lighton ] && echo demo-lighton || echo demo-qwen35; }  # family -> models/ folder
+# RESUME_LIGHTON / RESUME_QWEN: a model.tar.gz an earlier call returned (carried in a git-ignored folder, e.g.
+# .resume/), unpacked over models/<demo> of this call's copy first, so WARM=1 (--resume models/<demo>) goes on
+# from an unadopted checkpoint: a schedule longer than one call, over two or more calls.
+for r in lighton qwen; do
+  v="RESUME_${r^^}"
+  if [ -n "${!v:-}" ]; then
+    m=$(demo_of "$r")
+    rm -rf "models/$m" && tar xzf "${!v}" -C models/ || { echo "cannot unpack ${!v}" >&2; exit 1; }
+  fi
+done
 log "start $MODE; $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader)"
 train_both() {  # extra args for each family of $FAMILIES, run concurrently
   local pids=""
