@@ -12,7 +12,8 @@
 // instead of attention_tc_decode.cu's 16-row blocks (test_hooks::set_cuda_attention_decode_form(false)), and
 // "ring": attention_tc_decode.cu's tile ring where production runs attention_tc_decode_chunks.cu's chunks
 // (test_hooks::set_cuda_attention_decode_chunks(0)); all must give the same bits. Bound = the K/V bytes read
-// once at 4.3 TB/s. Built with -DTF_BENCH=ON where the CUDA backend is built; runs on the GPU machine:
+// once at the device's copy bandwidth, measured at the start (bench_cuda.h). Built with -DTF_BENCH=ON where
+// the CUDA backend is built; runs on the GPU machine:
 //   attention_bench [reps] [split] [CTX B]   (defaults: 20 calls; keys per split: the backend's, 512 (0);
 //                                             CTX B: only the decode cases of that context and batch
 //                                             (any), for ncu)
@@ -31,6 +32,8 @@
 #include "backend/test_hooks.h"
 
 namespace {
+
+double g_hbm = 4.3e12;  // bytes/s: set from tf::bench::copy_bandwidth() in main
 
 using tf::DType;
 using tf::Tensor;
@@ -122,7 +125,7 @@ int decode_table(cudaStream_t s, int reps, int64_t only_ctx, int64_t only_b) {
         const double one_us = graph_us(s, reps, run);
         TF_CUDA_CHECK(cudaMemcpy(b.data(), om, b.size() * 2, cudaMemcpyDeviceToHost));
         tf::test_hooks::set_cuda_attention_partials(true);
-        const double bound = 2.0 * B * ctx * dc.kv_heads * dc.d * 2 / 4.3e12 * 1e6;
+        const double bound = 2.0 * B * ctx * dc.kv_heads * dc.d * 2 / g_hbm * 1e6;
         const bool same = a == b && forced_same;
         differ += same ? 0 : 1;
         std::printf("%-15s %4lld %5lld | %10.1f %9.1f %9.1f %9.1f %9.1f %10.1f %6.2fx %9.2f %5s\n", dc.name,
@@ -144,6 +147,8 @@ int main(int argc, char** argv) {
   tf::test_hooks::set_cuda_attention_split(split);
   std::printf("attention_bench: %s, %d SMs; bf16; %d calls per timing; key split %s\n", prop.name,
               prop.multiProcessorCount, reps, split ? argv[2] : "default");
+  g_hbm = tf::bench::copy_bandwidth();
+  std::printf("bound: the K/V bytes read once at the measured copy bandwidth, %.2f TB/s\n", g_hbm / 1e12);
   cudaStream_t s;
   TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const int n_var = tf::test_hooks::cuda_attention_variants();

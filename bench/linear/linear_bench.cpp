@@ -1,10 +1,10 @@
 // The bf16 tensor-core linear (src/backend/cuda/linear_tc.cu, linear_tc_small.cu, linear_tc_large.cu) on the
 // 1B decoder's shapes as the model runs them (hidden 1024, q|k|v and gate|up stacked at load, 28 layers,
 // lm_head 151,936) at 1, 2, 4, 8, 16, 32, 64, 128 and 256 rows: microseconds per call and the weight stream's
-// GB/s, with the bound at the H200's measured 4.3 TB/s beside each figure, for every small-row configuration
-// of test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's candidates), and
-// whether each one's output bits equal configuration 0's. Built with -DTF_BENCH=ON where the CUDA backend is
-// built; runs on the GPU machine:
+// GB/s, with the bound at the device's measured copy bandwidth beside each figure, for every small-row
+// configuration of test_hooks::set_cuda_linear_small_config (0 the chunks kernel, 1.. linear_tc_small.cu's
+// candidates), and whether each one's output bits equal configuration 0's. Built with -DTF_BENCH=ON where the
+// CUDA backend is built; runs on the GPU machine:
 //   linear_bench [reps] [--large-only | --small-only] [--configs 0,1,2] [--split-min N] [--split-mma] [--4b]
 // (default 200 reps, every config; --split-min: test_hooks::set_cuda_linear_split_min_rows, 257 = the split
 // form off; from 17 rows it otherwise preempts the small-row configurations where it applies; --split-mma:
@@ -58,7 +58,7 @@ constexpr LinearShape kShapes4b[] = {
 };
 std::span<const LinearShape> g_shapes = kShapes1b;
 constexpr int64_t kRows[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-constexpr double kHbm = 4.3e12;  // bytes/s, measured device-to-device on the H200
+double g_hbm = 4.3e12;  // bytes/s: the device's copy bandwidth, measured at the start (bench_cuda.h)
 
 using tf::bench::dev_alloc;
 
@@ -118,7 +118,7 @@ void decode_section(cudaStream_t s, int reps, const std::vector<int>& cfgs) {
       fill(xm, n * sh.in_f, 99);
       const Tensor x{xm, DType::BF16, {n, sh.in_f}}, out{om, DType::BF16, {n, sh.out_f}};
       const double bytes = static_cast<double>(w_bytes) + 2.0 * n * (sh.in_f + sh.out_f);
-      const double bound_us = 1e6 * bytes / kHbm;
+      const double bound_us = 1e6 * bytes / g_hbm;
       step_bound[ri] += bound_us * static_cast<double>(sh.per_step);
       std::vector<uint16_t> ref(static_cast<size_t>(n * sh.out_f)), got(ref.size());
       for (size_t ci = 0; ci < nc; ++ci) {
@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
   std::printf(
       "linear_bench: %s, %d SMs; bf16 x, w and out, no bias; %d calls per timing; split form from %d rows\n",
       prop.name, prop.multiProcessorCount, reps, tf::test_hooks::cuda_linear_split_min_rows());
+  g_hbm = tf::bench::copy_bandwidth();
+  std::printf("bound: the weights, x and out once per call at the measured copy bandwidth, %.2f TB/s\n",
+              g_hbm / 1e12);
   cudaStream_t s;
   TF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (!large_only) decode_section(s, reps, cfgs);
