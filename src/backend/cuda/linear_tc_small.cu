@@ -78,9 +78,8 @@ constexpr Variant kVariants[] = {
     {0, 0, 16, 0, "gemv cols by occupancy, <=16 warps, k sub-tiles 256 x 3 deep", 2},
 };
 constexpr int kNumVariants = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
-constexpr int ring_sub(int ring) {
-  return ring == 1 ? 128 : ring == 2 ? 256 : 64;
-}  // Shape<1, NT, ring>::SUB
+// A ring's sub-tile width (Shape<1, NT, ring>::SUB): k chunks must be multiples of it.
+constexpr int ring_sub(int ring) { return ring == 1 ? 128 : ring == 2 ? 256 : 64; }
 
 template <class TO, Pro P, Epi E, int R>
 void run_small_ring(const Variant& v, cudaStream_t s, const bf16_t* x, const Segs<TO>& sg, int n, int in_f,
