@@ -30,6 +30,23 @@ inline void fill_bf16(void* dev, int64_t n, uint32_t seed, uint32_t ex_base, uin
   TF_CUDA_CHECK(cudaMemcpy(dev, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
 }
 
+// Milliseconds of GPU time for what `work` queues on stream s (events recorded before and after it).
+template <class F>
+float stream_ms(cudaStream_t s, F work) {
+  cudaEvent_t e0, e1;
+  TF_CUDA_CHECK(cudaEventCreate(&e0));
+  TF_CUDA_CHECK(cudaEventCreate(&e1));
+  TF_CUDA_CHECK(cudaEventRecord(e0, s));
+  work();
+  TF_CUDA_CHECK(cudaEventRecord(e1, s));
+  TF_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  TF_CUDA_CHECK(cudaEventDestroy(e0));
+  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  return ms;
+}
+
 // The device-to-device copy bandwidth, bytes read + written per second (1 GiB copied 10 times after 2 warm-up
 // copies; bench/serve/serve_report.py measures it the same way through torch): the bound the benches print
 // beside their figures (4.3e12 on the H200, 3.0e12 on the H100 so measured).
@@ -39,17 +56,9 @@ inline double copy_bandwidth() {
   void* b = dev_alloc(bytes);
   TF_CUDA_CHECK(cudaMemset(a, 1, bytes));
   for (int i = 0; i < 2; ++i) TF_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-  cudaEvent_t e0, e1;
-  TF_CUDA_CHECK(cudaEventCreate(&e0));
-  TF_CUDA_CHECK(cudaEventCreate(&e1));
-  TF_CUDA_CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 10; ++i) TF_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-  TF_CUDA_CHECK(cudaEventRecord(e1));
-  TF_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  TF_CUDA_CHECK(cudaEventDestroy(e0));
-  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  const float ms = stream_ms(nullptr, [&] {
+    for (int i = 0; i < 10; ++i) TF_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+  });
   TF_CUDA_CHECK(cudaFree(a));
   TF_CUDA_CHECK(cudaFree(b));
   return 2.0 * 10.0 * static_cast<double>(bytes) / (static_cast<double>(ms) * 1e-3);
@@ -66,17 +75,7 @@ float graph_replay_ms(cudaStream_t s, F launch) {
   TF_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   TF_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
   TF_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up replay
-  cudaEvent_t e0, e1;
-  TF_CUDA_CHECK(cudaEventCreate(&e0));
-  TF_CUDA_CHECK(cudaEventCreate(&e1));
-  TF_CUDA_CHECK(cudaEventRecord(e0, s));
-  TF_CUDA_CHECK(cudaGraphLaunch(ge, s));
-  TF_CUDA_CHECK(cudaEventRecord(e1, s));
-  TF_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  TF_CUDA_CHECK(cudaEventDestroy(e0));
-  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  const float ms = stream_ms(s, [&] { TF_CUDA_CHECK(cudaGraphLaunch(ge, s)); });
   TF_CUDA_CHECK(cudaGraphExecDestroy(ge));
   TF_CUDA_CHECK(cudaGraphDestroy(g));
   return ms;

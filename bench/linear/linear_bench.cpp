@@ -76,19 +76,8 @@ Timing time_calls(cudaStream_t s, const std::vector<Tensor>& ws, const Tensor& x
       tf::cuda::launch_linear(s, x, ws[static_cast<size_t>(r) % ws.size()], nullptr, out);
   };
   for (int r = 0; r < 3; ++r) tf::cuda::launch_linear(s, x, ws[0], nullptr, out);  // warm-up, smem attributes
-  cudaEvent_t e0, e1;
-  TF_CUDA_CHECK(cudaEventCreate(&e0));
-  TF_CUDA_CHECK(cudaEventCreate(&e1));
   TF_CUDA_CHECK(cudaStreamSynchronize(s));
-  TF_CUDA_CHECK(cudaEventRecord(e0, s));
-  launch_all();
-  TF_CUDA_CHECK(cudaEventRecord(e1, s));
-  TF_CUDA_CHECK(cudaEventSynchronize(e1));
-  float eager_ms = 0;
-  TF_CUDA_CHECK(cudaEventElapsedTime(&eager_ms, e0, e1));
-
-  TF_CUDA_CHECK(cudaEventDestroy(e0));
-  TF_CUDA_CHECK(cudaEventDestroy(e1));
+  const float eager_ms = tf::bench::stream_ms(s, launch_all);
   const float graph_ms = tf::bench::graph_replay_ms(s, launch_all);
   return {1e3 * eager_ms / reps, 1e3 * graph_ms / reps};
 }
