@@ -193,6 +193,31 @@ class Backend {
     add(h, y, h);
   }
 
+  // layer_tail: a decoder layer after its attention, the three chains above in turn:
+  // linear_add(x, o_w, o_bias, y, h), rms_norm_linear_glu(h, norm_w, eps, kind, xn, gate_up, gu, act, mid),
+  // linear_add(mid, down, nullptr, y, h). x [n, o_in] act (the attention's output); h [n, d] act, the
+  // residual stream, updated in place; y [n, d], xn [n, d], gu [n, 2 i] and mid [n, i] are scratch (a fused
+  // backend may leave y, xn and gu unwritten). CUDA runs calls of <= 4 rows as one kernel
+  // (backend/cuda/layer_tail.cu).
+  struct TailWeights {
+    const Tensor& o_w;
+    const Tensor* o_bias;
+    const Tensor& norm_w;
+    float eps;
+    RmsNormKind kind;
+    const Tensor& gate_up;
+    ActKind act;
+    const Tensor& down;
+  };
+  struct TailScratch {
+    const Tensor &y, &xn, &gu, &mid;
+  };
+  virtual void layer_tail(const Tensor& x, const TailWeights& t, const TailScratch& s, const Tensor& h) {
+    linear_add(x, t.o_w, t.o_bias, s.y, h);
+    rms_norm_linear_glu(h, t.norm_w, t.eps, t.kind, s.xn, t.gate_up, s.gu, t.act, s.mid);
+    linear_add(s.mid, t.down, nullptr, s.y, h);
+  }
+
   // layer_norm over the last dim (nn.LayerNorm): x[n, d] act, w[d], b[d] (act or F32), out[n, d].
   // mean and biased variance in f32 (two passes, fixed order); out = rnd((x-mean)*rstd*w + b) with
   // the affine part in f32: one rounding (PyTorch's layer_norm kernel computes in opmath).

@@ -38,12 +38,14 @@ struct CudaGraph final : Backend::Graph {
 // freed memory), so the per-op temporaries of a forward pass cost no device synchronisation.
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaStream_t stream) : device_(device), s_(stream) {}
+  CudaBackend(int device, cudaStream_t stream, unsigned* barrier)
+      : device_(device), s_(stream), barrier_(barrier) {}
   ~CudaBackend() override {
     cudaSetDevice(device_);
     profile_.reset();  // writes its report while the stream lives
     cudaStreamSynchronize(s_);
     cudaStreamDestroy(s_);
+    cudaFree(barrier_);
   }
   std::string_view name() const override { return "cuda"; }
   DeviceFailure& device_failure() { return failure_; }
@@ -171,6 +173,11 @@ class CudaBackend final : public Backend {
       cuda::launch_linear(s_, x, w, bias, y);
       cuda::launch_add(s_, h, y, h);
     });
+  }
+  void layer_tail(const Tensor& x, const TailWeights& t, const TailScratch& sc, const Tensor& h) override {
+    bool fused = false;
+    op("layer_tail", &x, &h, [&] { fused = cuda::launch_layer_tail_fused(s_, barrier_, x, t, sc.mid, h); });
+    if (!fused) Backend::layer_tail(x, t, sc, h);  // the three chains, each its own op
   }
   void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
                 const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,
@@ -326,6 +333,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   cudaStream_t s_;
+  unsigned* barrier_;  // layer_tail.cu's grid-barrier state: two unsigned, zero between launches
   std::unique_ptr<cuda::OpProfile> profile_ = cuda::OpProfile::from_env(s_);
 };
 
@@ -364,11 +372,16 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(std::string* description, i
   cudaStream_t s;
   e = cudaDeviceGetDefaultMemPool(&pool, device);
   if (e == cudaSuccess) e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  void* barrier = nullptr;
+  if (e == cudaSuccess) e = cudaMalloc(&barrier, 256);
+  if (e == cudaSuccess) e = cudaMemset(barrier, 0, 256);
   if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    cudaFree(barrier);
     return make_error("the cuda backend could not set up GPU " + std::to_string(device) + ": " +
                       cudaGetErrorString(e));
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, s));
+  }
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, s, static_cast<unsigned*>(barrier)));
 }
 
 }  // namespace tf

@@ -57,6 +57,16 @@ bool launch_linear_tc_small_fused(cudaStream_t s, int which, const SmallFused& f
 // applies (the small-row configurations on, <= 16 rows), else false and nothing queued.
 bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, std::span<const Tensor> w,
                          const Tensor* bias, std::span<const Tensor> out);
+// Backend::layer_tail as one kernel (layer_tail.cu) for <= 4 rows of the shapes it takes, k in chunks of kc
+// (the contract's 256; a planted control's other length); bar: the backend's grid-barrier state (two zeroed
+// unsigned); grid_cap > 0: fewer blocks than SMs, -1: test_hooks::set_cuda_linear_small_grid_cap's. False
+// (nothing queued) where it does not apply.
+bool launch_layer_tail(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
+                       const Tensor& mid, const Tensor& h, int kc, int grid_cap);
+// The same where the fused forms are on (TF_CUDA_FUSED_LINEAR bit 8, the small-row configurations on;
+// linear_tc.cu), else false.
+bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
+                             const Tensor& mid, const Tensor& h);
 // linear_many's tensor-core form (linear_tc.cu): one launch of linear_tc_small.cu for calls of <= 64 rows;
 // false (nothing queued) where it does not apply.
 bool launch_linear_tc_many(cudaStream_t s, const Tensor& x, std::span<const Tensor> w,

@@ -101,9 +101,9 @@ std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma
 constexpr int kLargeMinRows = 17;
 std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
 // The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
-// 4 linear_add (7: all, 0: none, the ops they fuse in turn: the same bits); TF_CUDA_FUSED_LINEAR for
-// whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
-std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 7, 7)};
+// 4 linear_add, 8 layer_tail (layer_tail.cu; 15: all, 0: none, the ops they fuse in turn: the same bits);
+// TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
+std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 15, 15)};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -524,6 +524,15 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
   return launch_linear_tc_small_fused(s, small, f, x, w, bias, out, planted ? planted : kChunk);
 }
 
+bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
+                             const Tensor& mid, const Tensor& h) {
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  if (g_small_config.load(std::memory_order_relaxed) <= 0 ||
+      (g_fused.load(std::memory_order_relaxed) & 8) == 0)
+    return false;
+  return launch_layer_tail(s, bar, x, w, mid, h, planted ? planted : kChunk, -1);
+}
+
 bool linear_tc_applies(const Tensor& x, const Tensor& w) {
   return x.dtype == DType::BF16 && w.dtype == DType::BF16;
 }
@@ -547,7 +556,7 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 
 namespace tf::test_hooks {
 bool set_cuda_fused_linear(bool on) {
-  tf::cuda::g_fused.store(on ? 7 : 0, std::memory_order_relaxed);
+  tf::cuda::g_fused.store(on ? 15 : 0, std::memory_order_relaxed);
   return true;
 }
 bool set_cuda_linear_large_config(int which) {

@@ -108,9 +108,48 @@ struct Segs {
   int count;
 };
 
-// kNorm: rows [0, n) of h into xs (stride in_f + 8), normalised in place: rms_norm.cu's statements (lane l
-// of 8 sums x_k² for k ≡ l mod 8 in increasing k, combine8; inv = 1 / sqrtf(Σ / d + eps); kWeight
-// rnd(w rnd(x inv)), kOnePlusWeight x inv (1 + w)). wn: the norm weight, already copied (cp.async group 0).
+// rms_norm.cu's 1 / rms of one row of in_f values in shared memory (a warp; every lane returns it): lane l
+// of 8 sums x_k² for k ≡ l mod 8 in increasing k (block_sum_sq8's loop, common.cuh: the next 8 terms of the
+// lane loaded, then added in order), combine8, 1 / sqrtf(Σ / d + eps).
+__device__ __forceinline__ float row_inv_rms(const bf16_t* row, int in_f, float eps, int lane) {
+  float a = 0.0f;
+  if (lane < 8) {
+    int k = lane;
+    for (; k + 56 < in_f; k += 64) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = to_f(row[k + 8 * u]);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) a += v[u] * v[u];
+    }
+    for (; k < in_f; k += 8) {
+      const float v = to_f(row[k]);
+      a += v * v;
+    }
+  }
+  float l8[8];
+#pragma unroll
+  for (int u = 0; u < 8; ++u) l8[u] = __shfl_sync(0xffffffffu, a, u);
+  return 1.0f / sqrtf(combine8(l8) / static_cast<float>(in_f) + eps);
+}
+
+// rms_norm.cu's statement for 8 values of a row whose 1 / rms is r: kWeight rnd(w rnd(x r)), kOnePlusWeight
+// x r (1 + w).
+__device__ __forceinline__ uint4 norm8(uint4 xv, uint4 wv, float r, bool one_plus) {
+  const bf16_t* xe = reinterpret_cast<const bf16_t*>(&xv);
+  const bf16_t* we = reinterpret_cast<const bf16_t*>(&wv);
+  uint4 yv;
+  bf16_t* ye = reinterpret_cast<bf16_t*>(&yv);
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const float v = to_f(xe[u]), wi = to_f(we[u]);
+    ye[u] = f2bf(one_plus ? v * r * (1.0f + wi) : rnd<bf16_t>(wi * rnd<bf16_t>(v * r)));
+  }
+  return yv;
+}
+
+// kNorm: rows [0, n) of h into xs (stride in_f + 8), normalised in place (row_inv_rms, norm8). wn: the norm
+// weight, already copied (cp.async group 0).
 template <int S>
 __device__ void norm_rows(const bf16_t* __restrict__ h, bf16_t* xs, const bf16_t* wn, float* inv, int n,
                           int in_f, const Fusion& fu) {
@@ -123,45 +162,16 @@ __device__ void norm_rows(const bf16_t* __restrict__ h, bf16_t* xs, const bf16_t
   }
   __syncthreads();
   for (int i = warp; i < n; i += nt / 32) {
-    // block_sum_sq8's loop (common.cuh): the next 8 terms of the lane loaded, then added in order.
-    const bf16_t* row = xs + i * ldx;
-    float a = 0.0f;
-    if (lane < 8) {
-      int k = lane;
-      for (; k + 56 < in_f; k += 64) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = to_f(row[k + 8 * u]);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) a += v[u] * v[u];
-      }
-      for (; k < in_f; k += 8) {
-        const float v = to_f(row[k]);
-        a += v * v;
-      }
-    }
-    float l8[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) l8[u] = __shfl_sync(0xffffffffu, a, u);
-    if (lane == 0) inv[i] = 1.0f / sqrtf(combine8(l8) / static_cast<float>(in_f) + fu.eps);
+    const float r = row_inv_rms(xs + i * ldx, in_f, fu.eps, lane);
+    if (lane == 0) inv[i] = r;
   }
   cp_async_wait<S - 2>();  // group 0 (the norm weight with the first weight sub-tile) landed
   __syncthreads();
   for (int e = static_cast<int>(threadIdx.x); e < n * vecs; e += nt) {  // 8 elements of one row each
     const int i = e / vecs, c = (e % vecs) * 8;
-    const float r = inv[i];
     bf16_t* x8 = xs + i * ldx + c;
-    const uint4 xv = *reinterpret_cast<const uint4*>(x8), wv = *reinterpret_cast<const uint4*>(wn + c);
-    const bf16_t* xe = reinterpret_cast<const bf16_t*>(&xv);
-    const bf16_t* we = reinterpret_cast<const bf16_t*>(&wv);
-    uint4 yv;
-    bf16_t* ye = reinterpret_cast<bf16_t*>(&yv);
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const float v = to_f(xe[u]), wi = to_f(we[u]);
-      ye[u] = f2bf(fu.one_plus ? v * r * (1.0f + wi) : rnd<bf16_t>(wi * rnd<bf16_t>(v * r)));
-    }
-    *reinterpret_cast<uint4*>(x8) = yv;
+    *reinterpret_cast<uint4*>(x8) = norm8(*reinterpret_cast<const uint4*>(x8),
+                                          *reinterpret_cast<const uint4*>(wn + c), inv[i], fu.one_plus);
   }
   __syncthreads();
 }

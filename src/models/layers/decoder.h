@@ -23,9 +23,9 @@ inline void gated_mlp(Backend& b, const Tensor& x, const Tensor& gate_up_proj, c
   b.linear(mid, down_proj, nullptr, out);
 }
 
-// Backend's chains of small ops (rms_norm_linear, rms_norm_linear_glu, linear_add; one kernel each on a
-// fusing backend), or, while a forward captures its stages, Backend's own definitions of them: the ops they
-// chain, in turn (the same bits), so the intermediate tensors the captures read are written.
+// Backend's chains of small ops (rms_norm_linear, rms_norm_linear_glu, linear_add, layer_tail; one kernel
+// each on a fusing backend), or, while a forward captures its stages, Backend's own definitions of them: the
+// ops they chain, in turn (the same bits), so the intermediate tensors the captures read are written.
 struct Chains {
   Backend& b;
   bool fuse;
@@ -43,6 +43,10 @@ struct Chains {
   void linear_add(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y,
                   const Tensor& h) const {
     fuse ? b.linear_add(x, w, bias, y, h) : b.Backend::linear_add(x, w, bias, y, h);
+  }
+  void layer_tail(const Tensor& x, const Backend::TailWeights& t, const Backend::TailScratch& s,
+                  const Tensor& h) const {
+    fuse ? b.layer_tail(x, t, s, h) : b.Backend::layer_tail(x, t, s, h);
   }
 };
 

@@ -48,8 +48,8 @@ LightOnOcrModel::TextScratch LightOnOcrModel::text_scratch(int64_t n) {
 // Embedding (+ the segments' image rows when `rows` is given), RoPE table, every layer, the final norm
 // into s.xn. Per layer: the norm and the fused q/k/v linear (rms_norm_linear), qkv_prep (q/k norms, RoPE,
 // K/V into the pool), paged attention, o_proj into the residual stream (linear_add), the norm, gate/up
-// linear and glu (rms_norm_linear_glu), down_proj into the residual stream; then the final norm. (Chains:
-// op by op while capturing, whose s.o a fusing backend leaves unwritten.)
+// linear and glu (rms_norm_linear_glu), down_proj into the residual stream (the last three: layer_tail);
+// then the final norm. (Chains: op by op while capturing, whose s.o a fusing backend leaves unwritten.)
 void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, const StepRows* rows,
                                  std::span<const Segment> segs) {
   const TextConfig& t = cfg_.text;
@@ -85,7 +85,15 @@ void LightOnOcrModel::text_stack(const TextInputs& in, const TextScratch& s, con
                pool.v(l));
     paged_attention_cut(b, s.q, pool.k(l), pool.v(l), in.tables, in.seg_rows, in.cut, in.ranges, scale,
                         s.attn);
-    c.linear_add(s.attn.tensor().reshaped({n, nh * hd}), L.o_proj, bias(L.o_bias), s.o, s.h);
+    const Tensor attn = s.attn.tensor().reshaped({n, nh * hd});
+    if (!capture_) {
+      c.layer_tail(attn,
+                   {L.o_proj, bias(L.o_bias), L.post_attention_layernorm, eps, RmsNormKind::kWeight,
+                    L.gate_up_proj, ActKind::kSilu, L.down_proj},
+                   {s.o, s.xn, s.gu, s.mid}, s.h);
+      continue;
+    }
+    c.linear_add(attn, L.o_proj, bias(L.o_bias), s.o, s.h);
     capture(capture_, b, name + ".self_attn", s.o);
     c.rms_norm_linear_glu(s.h, L.post_attention_layernorm, eps, RmsNormKind::kWeight, s.xn, L.gate_up_proj,
                           s.gu, ActKind::kSilu, s.mid);
