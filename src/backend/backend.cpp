@@ -109,6 +109,7 @@ namespace tf::test_hooks {
 bool set_cuda_linear_small_rows_chunk(int) { return false; }
 bool set_cuda_linear_small_grid_cap(int) { return false; }
 bool set_cuda_fused_linear(bool) { return false; }
+int64_t cuda_layer_tail_launches() { return 0; }
 bool set_cuda_linear_large_config(int) { return false; }
 int cuda_linear_large_configs() { return 0; }
 int cuda_linear_large_default() { return 0; }

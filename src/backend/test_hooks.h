@@ -38,6 +38,8 @@ bool set_cuda_linear_small_grid_cap(int blocks);
 // The fused forms of rms_norm_linear, rms_norm_linear_glu and linear_add (backend/cuda/linear_tc_small.cuh):
 // on (the default) where they apply, or off (the ops they fuse, in turn). False without CUDA.
 bool set_cuda_fused_linear(bool on);
+// Launches of backend/cuda/layer_tail.cu's kernel so far (Backend::layer_tail as one kernel; 0 without CUDA).
+int64_t cuda_layer_tail_launches();
 
 // Which tile configuration runs linears of 17 rows or more that the split form does not take: 0 the first one
 // (128 x 128 blocks, the chunk sums in shared memory; cuda_linear_large_default() names the production one),
