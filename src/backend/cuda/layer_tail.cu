@@ -27,6 +27,9 @@
 // tile whose last chunk is folded gets its epilogue.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/act.cuh"
 #include "backend/cuda/common.cuh"
@@ -78,13 +81,23 @@ size_t tail_smem(int n, int max_in_f) {
          16 * 4 + size_t(n) * (max_in_f + 8) * 2 + size_t(max_in_f) * 2;
 }
 
+// TF_CUDA_LAYER_TAIL_TRACE=1 (measurements): each block's thread 0 records clock64() at kTracePoints points
+// (start; after the wait; per phase: its x staged, its rounds done), and calls made outside a capture
+// print the per-interval median and maximum over the blocks (stderr, the first 64 calls).
+constexpr int kTracePoints = 8, kTraceBlocks = 256;
+__device__ long long g_trace[kTraceBlocks][kTracePoints];
+
 template <int S, int KC>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    layer_tail_kernel(const Tail t, int n, int max_in_f, unsigned* bar) {
+    layer_tail_kernel(const Tail t, int n, int max_in_f, unsigned* bar, int trace) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int kVecs = KC / 8;  // 16-byte vectors per weight row of a slot
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int G = static_cast<int>(gridDim.x), B = static_cast<int>(blockIdx.x);
+  auto mark = [&](int point) {
+    if (trace && tid == 0 && B < kTraceBlocks) g_trace[B][point] = clock64();
+  };
+  mark(0);
   bf16_t* ring = reinterpret_cast<bf16_t*>(smem_raw) + warp * S * kSlot;
   float* part = reinterpret_cast<float*>(smem_raw + size_t{kWarps} * S * kSlot * 2);  // [kRound][16 kBN]
   float* tot = part + kRound * 16 * kBN;                                              // [kLive][kMaxRows kBN]
@@ -123,6 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
   pdl_wait();
   pdl_trigger();
+  mark(1);
   GridBarrier barrier(bar);
   int qi = 0;  // slots this warp has computed
   for (int p = 0; p < kPhases; ++p) {
@@ -164,18 +178,19 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       }
       __syncthreads();
     }
+    mark(2 + 2 * p);
     for (int r0 = 0; r0 < total; r0 += kRound) {
       const int r1 = min(total, r0 + kRound);
       for (int s = r0 + warp; s < r1; s += kWarps) {  // this warp's slots of the round, one after another
         cp_async_wait<S - 2>();
         __syncwarp();  // every lane's copies of this slot landed; the slot computed last is free
-        issue_next(ring + ((qi + S - 1) % S) * kSlot);
-        cp_async_commit();
         const bf16_t* sw = ring + (qi % S) * kSlot;
         const bf16_t* sx = xs + (s % C) * KC;
         float acc[1][1][4] = {};
 #pragma unroll
         for (int kk = 0; kk < KC; kk += 16) small::small_step<1, 1, kLd>(acc, sx, ldx, sw, kk, lane, n, 1);
+        issue_next(ring + ((qi + S - 1) % S) * kSlot);  // into the slot computed before this one
+        cp_async_commit();
         const int g = lane / 4, tq = lane % 4;
         float* pw = part + (s - r0) * 16 * kBN;
 #pragma unroll
@@ -216,11 +231,39 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       }
       __syncthreads();
     }
+    mark(3 + 2 * p);
   }
   cp_async_wait<0>();
 }
 
 std::atomic<int64_t> g_launches{0};  // test_hooks::cuda_layer_tail_launches
+
+std::atomic<bool> g_trace_on{env_choice("TF_CUDA_LAYER_TAIL_TRACE", 0, 1, 0) == 1};
+
+void print_trace(cudaStream_t s, int grid) {
+  static std::atomic<int> printed{0};
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  TF_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+  if (cs != cudaStreamCaptureStatusNone || printed.fetch_add(1) >= 64) return;
+  TF_CUDA_CHECK(cudaStreamSynchronize(s));
+  long long h[kTraceBlocks][kTracePoints];
+  TF_CUDA_CHECK(cudaMemcpyFromSymbol(h, g_trace, sizeof(h)));
+  int dev = 0, khz = 0;
+  TF_CUDA_CHECK(cudaGetDevice(&dev));
+  TF_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  const int blocks = std::min(grid, kTraceBlocks);
+  static const char* names[] = {"wait", "x0", "ph0", "bar+x1", "ph1", "bar+x2", "ph2"};
+  std::string line = "layer_tail trace (us, median/max over blocks):";
+  for (int k = 0; k + 1 < kTracePoints; ++k) {
+    std::vector<double> d;
+    for (int b = 0; b < blocks; ++b) d.push_back(static_cast<double>(h[b][k + 1] - h[b][k]) * 1e3 / khz);
+    std::sort(d.begin(), d.end());
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %s %.2f/%.2f", names[k], d[d.size() / 2], d.back());
+    line += buf;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 // Ring depth: 5 (x 8 warps x 4 KB: ~170 KB of weights in flight per SM); TF_CUDA_LAYER_TAIL_RING=3 for A/B.
 std::atomic<int> g_ring{env_choice("TF_CUDA_LAYER_TAIL_RING", 3, 5, 5)};
@@ -243,8 +286,11 @@ bool launch_s(cudaStream_t s, const Tail& t, int n, int max_in_f, unsigned* bar,
   // then walk more tiles).
   const int sms = sm_count();
   const int grid = grid_cap > 0 ? std::min(grid_cap, sms) : sms;
-  launch_pdl(s, dim3(static_cast<unsigned>(grid)), dim3(kWarps * 32), smem, kernel, t, n, max_in_f, bar);
+  const bool trace = g_trace_on.load(std::memory_order_relaxed);
+  launch_pdl(s, dim3(static_cast<unsigned>(grid)), dim3(kWarps * 32), smem, kernel, t, n, max_in_f, bar,
+             trace ? 1 : 0);
   g_launches.fetch_add(1, std::memory_order_relaxed);
+  if (trace) print_trace(s, grid);
   return true;
 }
 

@@ -160,6 +160,10 @@ __device__ void norm_rows(const bf16_t* __restrict__ h, bf16_t* xs, const bf16_t
     *reinterpret_cast<uint4*>(xs + i * ldx + c) =
         *reinterpret_cast<const uint4*>(h + static_cast<int64_t>(i) * in_f + c);
   }
+  // The row's 8 pad elements are zero: a last 16-step past in_f (in_f % 16 == 8) reads them against the
+  // zero-filled weight, and a NaN or Inf left in shared memory by an earlier kernel would turn 0 into NaN.
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += nt)
+    *reinterpret_cast<uint4*>(xs + i * ldx + in_f) = make_uint4(0, 0, 0, 0);
   __syncthreads();
   for (int i = warp; i < n; i += nt / 32) {
     const float r = row_inv_rms(xs + i * ldx, in_f, fu.eps, lane);

@@ -112,8 +112,9 @@ void expect_chains_equal_ops(Backend& be, const std::vector<int64_t>& rows, bool
               << cat("rms_norm_linear ", n, " x ", in_f, " ", kn, " out ", i);
         EXPECT_EQ(all_zero(f.scratch), expect_fused) << cat("rms_norm_linear ", n, " rows: xn written?");
       }
-      // rms_norm_linear_glu: the 1B's gate|up (1024 -> 2 x 3072) and an odd d (2560 -> 2 x 1100).
-      for (const auto& [in_f, d] : {std::pair<int64_t, int64_t>{1024, 3072}, {2560, 1100}}) {
+      // rms_norm_linear_glu: the 1B's gate|up (1024 -> 2 x 3072), an odd d (2560 -> 2 x 1100), and a k whose
+      // last 16-step reaches past in_f (1000: it reads the normalised rows' pad, which must be zero).
+      for (const auto& [in_f, d] : {std::pair<int64_t, int64_t>{1024, 3072}, {2560, 1100}, {1000, 600}}) {
         const Buffer h = randn(kBF16, {n, in_f}, seed++, 3.0f),
                      nw = uniform(kBF16, {in_f}, seed++, 0.5f, 1.5f);
         const Buffer gate_up = randn(kBF16, {2 * d, in_f}, seed++, 0.03f);
