@@ -197,8 +197,9 @@ class Backend {
   // linear_add(x, o_w, o_bias, y, h), rms_norm_linear_glu(h, norm_w, eps, kind, xn, gate_up, gu, act, mid),
   // linear_add(mid, down, nullptr, y, h). x [n, o_in] act (the attention's output); h [n, d] act, the
   // residual stream, updated in place; y [n, d], xn [n, d], gu [n, 2 i] and mid [n, i] are scratch (a fused
-  // backend may leave y, xn and gu unwritten). CUDA runs calls of <= 4 rows as one kernel
-  // (backend/cuda/layer_tail.cu).
+  // backend may leave y, xn and gu unwritten). CUDA can run calls of <= 4 rows as one kernel
+  // (backend/cuda/layer_tail.cu; TF_CUDA_FUSED_LINEAR=15: measured slower than the three chains' kernels, so
+  // not by default).
   struct TailWeights {
     const Tensor& o_w;
     const Tensor* o_bias;

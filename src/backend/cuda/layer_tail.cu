@@ -8,6 +8,14 @@
 // waits for the attention; the phases then run on weights already in shared memory, separated by grid
 // barriers (grid_barrier.cuh; one block per SM, all resident).
 //
+// Measured (H100, BENCHMARKS.md "One kernel for a layer's tail", twenty-fourth session): it does not pay, so
+// it runs only with TF_CUDA_FUSED_LINEAR=15. The 1B decodes at 661-679 tok/s with it against 742-755 with the
+// three chains' kernels (same token sha256). Its phase trace (TF_CUDA_LAYER_TAIL_TRACE) shows where: a grid
+// barrier plus the next phase's x from L2 costs ~3 us (no less than a kernel boundary under programmatic
+// dependent launch), the norm ~1.8 us, and a phase's own work 1.8-2.7 us, while the weights it streams early
+// were never what the chains waited on. What remains of the idea: dependencies finer than a whole phase, or
+// the attention inside the same kernel, so that its ~7 us of waiting does work.
+//
 // Arithmetic: linear_tc_small.cuh's, column by column, so the bits are the three chains' in turn
 // (CudaContract.LayerTail): a column's k is cut into chunks of kc = 256, each chunk's partial an f32 chain of
 // mma.sync m16n8k16 over its k in increasing 16-steps from zero (small_step), the partials added in chunk
@@ -265,6 +273,10 @@ void print_trace(cudaStream_t s, int grid) {
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+// Blocks (TF_CUDA_LAYER_TAIL_GRID, measurements): 0 one per SM; fewer leave the SMs of the attention before
+// it free, so that every block starts while the attention runs.
+std::atomic<int> g_grid{env_choice("TF_CUDA_LAYER_TAIL_GRID", 0, 1 << 16, 0)};
+
 // Ring depth: 5 (x 8 warps x 4 KB: ~170 KB of weights in flight per SM); TF_CUDA_LAYER_TAIL_RING=3 for A/B.
 std::atomic<int> g_ring{env_choice("TF_CUDA_LAYER_TAIL_RING", 3, 5, 5)};
 
@@ -284,8 +296,8 @@ bool launch_s(cudaStream_t s, const Tail& t, int n, int max_in_f, unsigned* bar,
   // One block per SM, so every block can be resident at once (the grid barriers need it: a block that is
   // not yet resident waits only for earlier kernels' blocks to leave); a test may lower the grid (blocks
   // then walk more tiles).
-  const int sms = sm_count();
-  const int grid = grid_cap > 0 ? std::min(grid_cap, sms) : sms;
+  const int sms = sm_count(), want = g_grid.load(std::memory_order_relaxed);
+  const int grid = std::min(grid_cap > 0 ? grid_cap : want > 0 ? want : sms, sms);
   const bool trace = g_trace_on.load(std::memory_order_relaxed);
   launch_pdl(s, dim3(static_cast<unsigned>(grid)), dim3(kWarps * 32), smem, kernel, t, n, max_in_f, bar,
              trace ? 1 : 0);

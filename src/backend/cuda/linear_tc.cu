@@ -101,9 +101,11 @@ std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma
 constexpr int kLargeMinRows = 17;
 std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
 // The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
-// 4 linear_add, 8 layer_tail (layer_tail.cu; 15: all, 0: none, the ops they fuse in turn: the same bits);
-// TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests.
-std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 15, 15)};
+// 4 linear_add, 8 layer_tail (layer_tail.cu; 0: none, the ops they fuse in turn: the same bits).
+// TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests (on: 15). The default,
+// 7, leaves layer_tail's one kernel out: measured on the H100 (BENCHMARKS.md, twenty-fourth session) the 1B
+// decodes at 661-679 tok/s with it against 742-755 with the three chains.
+std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 15, 7)};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
