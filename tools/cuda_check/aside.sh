@@ -16,12 +16,15 @@ case ${1:-} in
     [ $# -gt 0 ] || set -- "${all[@]}"
     for m in "$@"; do
       if [ -e "models/$m/model.safetensors" ]; then mv "models/$m/model.safetensors" "$dir/$m.safetensors"; fi
+      # So that a `git add -A` or `commit -a` meanwhile does not record the weights' absence.
+      git update-index --skip-worktree "models/$m/model.safetensors"
     done
     ;;
   in)
     for m in "${all[@]}"; do
       if [ -e "$dir/$m.safetensors" ]; then mv "$dir/$m.safetensors" "models/$m/model.safetensors"; fi
       [ -e "models/$m/model.safetensors" ] || { echo "models/$m/model.safetensors is missing" >&2; exit 1; }
+      git update-index --no-skip-worktree "models/$m/model.safetensors"
     done
     ;;
   *)
