@@ -31,9 +31,8 @@
 //   them, BN 8 or 16) cover the SMs; the partials meet in shared memory and are added in chunk order. Only
 //   the call's real rows of x are staged (the mma's padding rows read a real row and are discarded: output
 //   row i depends only on row i of A).
-// - Past 64 rows otherwise: the tiled kernel, one k loop per block with the chunk sums kept beside the
-//   accumulators (acc from zero for each chunk, total += acc at its end): the same additions in the same
-//   order.
+// - Past 64 rows otherwise: the tiled kernel, one k loop per block, the chunk sums beside the accumulators
+//   (acc from zero for each chunk, total += acc at its end): the same additions in the same order.
 //
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32.
 #include "backend/cuda/common.cuh"
@@ -42,13 +41,12 @@
 #include "backend/cuda/linear_split.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/once_per_device.h"
+#include "backend/test_hooks.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <span>
-
-#include "backend/test_hooks.h"
 
 namespace tf::cuda {
 namespace {
@@ -100,11 +98,9 @@ std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma
 // (benchmarks; 129: the rule before the split form).
 constexpr int kLargeMinRows = 17;
 std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
-// The fused forms (linear_tc_small.cuh) where they apply, by bit: 1 rms_norm_linear, 2 rms_norm_linear_glu,
-// 4 linear_add, 8 layer_tail (layer_tail.cu; 0: none, the ops they fuse in turn: the same bits).
-// TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests (on: 15). The default,
-// 7, leaves layer_tail's one kernel out: measured on the H100 (BENCHMARKS.md, twenty-fourth session) the 1B
-// decodes at 661-679 tok/s with it against 742-755 with the three chains.
+// Fused forms by bit (1 rms_norm_linear, 2 rms_norm_linear_glu, 4 linear_add: linear_tc_small.cuh; 8
+// layer_tail: layer_tail.cu, off by default, slower on the H100); off: the ops they fuse, in turn (the same
+// bits). TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests (on: 15).
 std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 15, 7)};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
@@ -528,11 +524,9 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
 
 bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
                              const Tensor& mid, const Tensor& h) {
-  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
-  if (g_small_config.load(std::memory_order_relaxed) <= 0 ||
-      (g_fused.load(std::memory_order_relaxed) & 8) == 0)
-    return false;
-  return launch_layer_tail(s, bar, x, w, mid, h, planted ? planted : kChunk, -1);
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed), on = g_fused.load() & 8;
+  return on && g_small_config.load() > 0 &&
+         launch_layer_tail(s, bar, x, w, mid, h, planted ? planted : kChunk, -1);
 }
 
 bool linear_tc_applies(const Tensor& x, const Tensor& w) {
