@@ -30,9 +30,9 @@
 // the [8 rows][kc] weight blocks of its slots, phase after phase, through its own ring of S slots
 // (cp.async): S - 1 in flight while it computes one. A phase's x (the attention output; h, normalised by
 // each block; mid) is staged in shared memory whole after the phase's barrier, read through L2 (__ldcg:
-// other blocks wrote it in this kernel). A round is one slot per warp: the partials [rows][8] meet in
-// shared memory and are folded in slot order (chunk order within a tile) into running totals per tile; a
-// tile whose last chunk is folded gets its epilogue.
+// other blocks wrote it in this kernel). A round is up to kU slots per warp (each phase of the 1B is one
+// round): the partials [rows][8] meet in shared memory and are folded in slot order (chunk order within a
+// tile) into running totals per tile; a tile whose last chunk is folded gets its epilogue.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -277,7 +277,7 @@ void print_trace(cudaStream_t s, int grid) {
 // it free, so that every block starts while the attention runs.
 std::atomic<int> g_grid{env_choice("TF_CUDA_LAYER_TAIL_GRID", 0, 1 << 16, 0)};
 
-// Ring depth: 5 (x 8 warps x 4 KB: ~170 KB of weights in flight per SM); TF_CUDA_LAYER_TAIL_RING=3 for A/B.
+// Ring depth: 5 slots of 4 KB per warp (4 in flight: ~130 KB per SM); TF_CUDA_LAYER_TAIL_RING=3 for A/B.
 std::atomic<int> g_ring{env_choice("TF_CUDA_LAYER_TAIL_RING", 3, 5, 5)};
 
 template <int S, int KC>
