@@ -176,7 +176,8 @@ class CudaBackend final : public Backend {
   }
   void layer_tail(const Tensor& x, const TailWeights& t, const TailScratch& sc, const Tensor& h) override {
     bool fused = false;
-    op("layer_tail", &x, &h, [&] { fused = cuda::launch_layer_tail_fused(s_, barrier_, x, t, sc.mid, h); });
+    if (cuda::layer_tail_on())  // (off by default: no empty op per layer then)
+      op("layer_tail", &x, &h, [&] { fused = cuda::launch_layer_tail_fused(s_, barrier_, x, t, sc.mid, h); });
     if (!fused) Backend::layer_tail(x, t, sc, h);  // the three chains, each its own op
   }
   void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,

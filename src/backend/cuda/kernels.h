@@ -63,8 +63,9 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
 // (nothing queued) where it does not apply.
 bool launch_layer_tail(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
                        const Tensor& mid, const Tensor& h, int kc, int grid_cap);
-// The same where the fused forms are on (TF_CUDA_FUSED_LINEAR bit 8, the small-row configurations on;
-// linear_tc.cu), else false.
+// Whether the fused form is on (TF_CUDA_FUSED_LINEAR bit 8, the small-row configurations on; linear_tc.cu),
+// and launch_layer_tail there (false, nothing queued, where it is off or does not apply).
+bool layer_tail_on();
 bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
                              const Tensor& mid, const Tensor& h);
 // linear_many's tensor-core form (linear_tc.cu): one launch of linear_tc_small.cu for calls of <= 64 rows;

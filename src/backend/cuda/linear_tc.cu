@@ -522,11 +522,11 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
   return launch_linear_tc_small_fused(s, small, f, x, w, bias, out, planted ? planted : kChunk);
 }
 
+bool layer_tail_on() { return (g_fused.load() & 8) && g_small_config.load() > 0; }
 bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
                              const Tensor& mid, const Tensor& h) {
-  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed), on = g_fused.load() & 8;
-  return on && g_small_config.load() > 0 &&
-         launch_layer_tail(s, bar, x, w, mid, h, planted ? planted : kChunk, -1);
+  const int planted = g_planted_small_chunk.load(std::memory_order_relaxed);
+  return layer_tail_on() && launch_layer_tail(s, bar, x, w, mid, h, planted ? planted : kChunk, -1);
 }
 
 bool linear_tc_applies(const Tensor& x, const Tensor& w) {

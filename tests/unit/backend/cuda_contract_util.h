@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/test_hooks.h"
 #include "op_test_util.h"
 
 namespace tf::cudatest {
@@ -294,5 +295,26 @@ class CudaContract : public ::testing::Test {
   static inline std::unique_ptr<Backend> dev_, cpu_;
   static inline std::string skip_;
 };
+
+// The sweep of the fused decode forms' contract tests (fused_linear_test.cpp, layer_tail_test.cpp):
+// body(true, 0) at the device's grid, body(true, 3) with 3 blocks walking every tile
+// (test_hooks::set_cuda_linear_small_grid_cap), then body(false, 0) with the fused forms off; the grid and
+// the fused forms are restored after, whatever fails.
+template <class F>
+void sweep_fused_forms(F&& body) {
+  struct Restore {
+    ~Restore() {
+      test_hooks::set_cuda_linear_small_grid_cap(0);
+      test_hooks::set_cuda_fused_linear(true);
+    }
+  } restore;
+  for (int cap : {0, 3}) {
+    ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(cap));
+    body(true, cap);
+  }
+  ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(0));
+  ASSERT_TRUE(test_hooks::set_cuda_fused_linear(false));
+  body(false, 0);
+}
 
 }  // namespace tf::cudatest

@@ -143,19 +143,10 @@ TEST(FusedLinears, CpuChainsEqualOps) { expect_chains_equal_ops(*make_cpu_backen
 // device's grid and with 3 blocks walking every column tile; with the fused forms off, the ops in turn run
 // (scratch written).
 TEST_F(CudaContract, FusedLinears) {
-  struct Restore {
-    ~Restore() {
-      test_hooks::set_cuda_linear_small_grid_cap(0);
-      test_hooks::set_cuda_fused_linear(true);
-    }
-  } restore;
-  for (int cap : {0, 3}) {
-    ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(cap));
-    expect_chains_equal_ops(dev(), {1, 2, 5, 16, 17}, true);
-  }
-  ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(0));
-  ASSERT_TRUE(test_hooks::set_cuda_fused_linear(false));
-  expect_chains_equal_ops(dev(), {1}, false);
+  sweep_fused_forms([&](bool fused, int) {
+    expect_chains_equal_ops(dev(), fused ? std::vector<int64_t>{1, 2, 5, 16, 17} : std::vector<int64_t>{1},
+                            fused);
+  });
 }
 
 // Control: the same fused calls under 128-wide k chunks (test_hooks::set_cuda_linear_small_rows_chunk) must

@@ -100,20 +100,12 @@ TEST(LayerTail, CpuEqualsChains) { expect_tail_equals_chains(*make_cpu_backend()
 // at the device's grid and with 3 blocks walking every tile (each block's weight stream then crosses many
 // tiles and all three phases); with the fused forms off, the chains run.
 TEST_F(CudaContract, LayerTail) {
-  struct Restore {
-    ~Restore() {
-      test_hooks::set_cuda_linear_small_grid_cap(0);
-      test_hooks::set_cuda_fused_linear(true);
-    }
-  } restore;
-  for (int cap : {0, 3}) {
-    ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(cap));
-    expect_tail_equals_chains(dev(), cap ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 3, 4, 5},
-                              true);
-  }
-  ASSERT_TRUE(test_hooks::set_cuda_linear_small_grid_cap(0));
-  ASSERT_TRUE(test_hooks::set_cuda_fused_linear(false));
-  expect_tail_equals_chains(dev(), {1}, false);
+  sweep_fused_forms([&](bool fused, int cap) {
+    const std::vector<int64_t> rows = !fused ? std::vector<int64_t>{1}
+                                      : cap  ? std::vector<int64_t>{1, 4}
+                                             : std::vector<int64_t>{1, 2, 3, 4, 5};
+    expect_tail_equals_chains(dev(), rows, fused);
+  });
 }
 
 // Control: the kernel under 128-wide k chunks (test_hooks::set_cuda_linear_small_rows_chunk) must differ from
