@@ -110,6 +110,8 @@ bool set_cuda_linear_small_rows_chunk(int) { return false; }
 bool set_cuda_linear_small_grid_cap(int) { return false; }
 bool set_cuda_fused_linear(bool) { return false; }
 int64_t cuda_layer_tail_launches() { return 0; }
+int64_t cuda_linear_large_fused_calls() { return 0; }
+bool set_cuda_linear_large_fused_planted(bool) { return false; }
 bool set_cuda_linear_large_config(int) { return false; }
 int cuda_linear_large_configs() { return 0; }
 int cuda_linear_large_default() { return 0; }

@@ -193,6 +193,17 @@ class Backend {
     add(h, y, h);
   }
 
+  // linear_qkv_prep: a vision tower's fused q/k/v projection and its RoPE (no q/k norms, contiguous K/V):
+  // linear(x, w, bias) into qkv, then qkv_prep(qkv, null, null, 0, cos, sin, null, q_out, k_out, v_out).
+  // qkv [n, (heads + 2 kv_heads) d] act is scratch (a fused backend may leave it unwritten; CUDA: calls of
+  // >= 17 rows with d = 64 = r, TF_CUDA_FUSED_LINEAR bit 16).
+  virtual void linear_qkv_prep(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& qkv,
+                               const Tensor& cos, const Tensor& sin, const Tensor& q_out, const Tensor& k_out,
+                               const Tensor& v_out) {
+    linear(x, w, bias, qkv);
+    qkv_prep(qkv, nullptr, nullptr, 0.0f, cos, sin, nullptr, q_out, k_out, v_out);
+  }
+
   // layer_tail: a decoder layer after its attention, the three chains above in turn:
   // linear_add(x, o_w, o_bias, y, h), rms_norm_linear_glu(h, norm_w, eps, kind, xn, gate_up, gu, act, mid),
   // linear_add(mid, down, nullptr, y, h). x [n, o_in] act (the attention's output); h [n, d] act, the

@@ -35,9 +35,15 @@ bool set_cuda_linear_small_rows_chunk(int kc);
 // each walking several column tiles; this caps the grid at `blocks` instead (0: the device's), so small
 // calls walk many tiles per block too. The same bits (contract). False where the build has no CUDA backend.
 bool set_cuda_linear_small_grid_cap(int blocks);
-// The fused forms of rms_norm_linear, rms_norm_linear_glu and linear_add (backend/cuda/linear_tc_small.cuh):
-// on (the default) where they apply, or off (the ops they fuse, in turn). False without CUDA.
+// The fused forms of rms_norm_linear, rms_norm_linear_glu and linear_add (backend/cuda/linear_tc_small.cuh),
+// layer_tail's kernel and the large-row fused stores: all on (TF_CUDA_FUSED_LINEAR=31; production runs 7)
+// where they apply, or all off (the ops they fuse, in turn). False without CUDA.
 bool set_cuda_fused_linear(bool on);
+// Calls of linear_add / rms_norm_linear_glu run as the wgmma linear with a fused store (>= 17 rows,
+// TF_CUDA_FUSED_LINEAR bit 16; backend/cuda/linear_tc.cu) so far, and the control that skips their
+// intermediate rounding (on: the bits differ from the ops in turn). 0 / false without CUDA.
+int64_t cuda_linear_large_fused_calls();
+bool set_cuda_linear_large_fused_planted(bool on);
 // Launches of backend/cuda/layer_tail.cu's kernel so far (Backend::layer_tail as one kernel; 0 without CUDA).
 int64_t cuda_layer_tail_launches();
 

@@ -159,6 +159,9 @@ class CudaBackend final : public Backend {
                                     std::span<const Tensor>(&out, 1)))
         return;
       cuda::launch_rms_norm(s_, x, norm_w, eps, kind, xn);
+      if (act == ActKind::kSilu &&
+          cuda::launch_linear_large_fused(s_, /*glu=*/true, xn, gate_up, nullptr, out))
+        return;
       cuda::launch_linear(s_, xn, gate_up, nullptr, gu);
       cuda::launch_glu(s_, gu, act, out);
     });
@@ -170,15 +173,36 @@ class CudaBackend final : public Backend {
       if (cuda::launch_linear_fused(s_, f, x, std::span<const Tensor>(&w, 1), bias,
                                     std::span<const Tensor>(&h, 1)))
         return;
+      if (cuda::launch_linear_large_fused(s_, /*glu=*/false, x, w, bias, h)) return;
       cuda::launch_linear(s_, x, w, bias, y);
       cuda::launch_add(s_, h, y, h);
+    });
+  }
+  void linear_qkv_prep(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& qkv,
+                       const Tensor& cos, const Tensor& sin, const Tensor& q_out, const Tensor& k_out,
+                       const Tensor& v_out) override {
+    op("linear_qkv_prep", &x, &q_out, [&] {
+      if (cuda::launch_linear_large_qkv(s_, x, w, bias, cos, sin, q_out, k_out, v_out)) return;
+      cuda::launch_linear(s_, x, w, bias, qkv);
+      cuda::launch_qkv_prep(s_, qkv, nullptr, nullptr, 0.0f, cos, sin, nullptr, q_out, k_out, v_out);
     });
   }
   void layer_tail(const Tensor& x, const TailWeights& t, const TailScratch& sc, const Tensor& h) override {
     bool fused = false;
     if (cuda::layer_tail_on())  // (off by default: no empty op per layer then)
       op("layer_tail", &x, &h, [&] { fused = cuda::launch_layer_tail_fused(s_, barrier_, x, t, sc.mid, h); });
-    if (!fused) Backend::layer_tail(x, t, sc, h);  // the three chains, each its own op
+    if (fused) return;
+    if (x.dim(0) > 16 && !cuda::large_fused_on()) {
+      // Many rows without the fused stores: o_proj, then the residual add and the norm as one kernel
+      // (add_rms_norm: add then rms_norm, bit for bit), the MLP, down_proj into the stream.
+      linear(x, t.o_w, t.o_bias, sc.y);
+      add_rms_norm(h, sc.y, t.norm_w, t.eps, t.kind, sc.xn);
+      linear(sc.xn, t.gate_up, nullptr, sc.gu);
+      glu(sc.gu, t.act, sc.mid);
+      linear_add(sc.mid, t.down, nullptr, sc.y, h);
+      return;
+    }
+    Backend::layer_tail(x, t, sc, h);  // the three chains, each its own op
   }
   void qkv_prep(const Tensor& qkv, const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& cos,
                 const Tensor& sin, const Tensor* slots, const Tensor& q_out, const Tensor& k_out,

@@ -57,6 +57,18 @@ bool launch_linear_tc_small_fused(cudaStream_t s, int which, const SmallFused& f
 // applies (the small-row configurations on, <= 16 rows), else false and nothing queued.
 bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, std::span<const Tensor> w,
                          const Tensor* bias, std::span<const Tensor> out);
+// Backend::linear_add (glu false: out is h) and the linear and glu of Backend::rms_norm_linear_glu (glu true:
+// x is the normed xn, w gate_up, out [n, d]) as one wgmma kernel with a fused store, for calls of >= 17 rows
+// that the plain call would run on the wgmma blocks (linear_tc.cu; TF_CUDA_FUSED_LINEAR bit 16): false,
+// nothing queued, elsewhere.
+bool large_fused_on();
+bool launch_linear_large_fused(cudaStream_t s, bool glu, const Tensor& x, const Tensor& w, const Tensor* bias,
+                               const Tensor& out);
+// Backend::linear_qkv_prep as one wgmma kernel with the q/k/v store (head_dim 64 rotated whole, x's rows the
+// K/V rows; the same conditions): false, nothing queued, elsewhere.
+bool launch_linear_large_qkv(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias,
+                             const Tensor& cos, const Tensor& sin, const Tensor& q, const Tensor& k,
+                             const Tensor& v);
 // Backend::layer_tail as one kernel (layer_tail.cu) for <= 4 rows of the shapes it takes, k in chunks of kc
 // (the contract's 256; a planted control's other length); bar: the backend's grid-barrier state (two zeroed
 // unsigned); grid_cap > 0: fewer blocks than SMs, -1: test_hooks::set_cuda_linear_small_grid_cap's. False

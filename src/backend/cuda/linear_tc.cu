@@ -99,9 +99,13 @@ std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma
 constexpr int kLargeMinRows = 17;
 std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
 // Fused forms by bit (1 rms_norm_linear, 2 rms_norm_linear_glu, 4 linear_add: linear_tc_small.cuh; 8
-// layer_tail: layer_tail.cu, off by default, slower on the H100); off: the ops they fuse, in turn (the same
-// bits). TF_CUDA_FUSED_LINEAR for whole-run A/B, test_hooks::set_cuda_fused_linear for tests (on: 15).
-std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 15, 7)};
+// layer_tail: layer_tail.cu, off by default, slower on the H100; 16: linear_add's add and
+// rms_norm_linear_glu's glu as the wgmma linear's store for calls of >= 17 rows, launch_linear_large_fused,
+// off until measured); off: the ops they fuse, in turn (the same bits). TF_CUDA_FUSED_LINEAR for whole-run
+// A/B, test_hooks::set_cuda_fused_linear for tests (on: 31).
+std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 31, 7)};
+std::atomic<int64_t> g_large_fused_calls{0};  // test_hooks::cuda_linear_large_fused_calls
+std::atomic<bool> g_large_fused_planted{false};
 
 // Stage columns [k0, k0 + COLS) of rows [r0, r0 + rows) of a row-major [n_rows, in_f] matrix into smem
 // rows of stride LD; rows at or past n_rows and columns at or past in_f are zero-filled. The `nthreads`
@@ -430,13 +434,17 @@ bool copies16(const bf16_t* x, const bf16_t* w, int64_t in_f) {
 }
 
 // The split form where it applies (see the top of this file); false (nothing queued) elsewhere.
+bool split_applies(int64_t n, int64_t in_f, int64_t out_f) {
+  const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
+  return n >= g_split_min.load(std::memory_order_relaxed) && n <= kSplitMaxRows &&
+         n_chunks >= g_split_min_chunks.load(std::memory_order_relaxed) &&
+         int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) < kSplitBelowTiles;
+}
+
 template <class TO>
 bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0), n_chunks = (in_f + kChunk - 1) / kChunk;
-  if (n < g_split_min.load(std::memory_order_relaxed) || n > kSplitMaxRows ||
-      n_chunks < g_split_min_chunks.load(std::memory_order_relaxed) ||
-      int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) >= kSplitBelowTiles)
-    return false;
+  if (!split_applies(n, in_f, out_f)) return false;
   float* part = linear_partials(s, n_chunks * n * out_f);
   if (!part) return false;
   const auto* xp = ptr<const bf16_t>(x);
@@ -522,6 +530,18 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
   return launch_linear_tc_small_fused(s, small, f, x, w, bias, out, planted ? planted : kChunk);
 }
 
+bool large_fused_on() { return (g_fused.load(std::memory_order_relaxed) & 16) != 0; }
+int large_fused_config(int64_t n, int64_t in_f, int64_t w_rows) {
+  const int large = g_large_config.load(std::memory_order_relaxed);
+  if (!large_fused_on() || large < 10 || n < std::max(17, g_large_min.load(std::memory_order_relaxed)) ||
+      split_applies(n, in_f, w_rows) || n >= (int64_t{1} << 30) || in_f >= (int64_t{1} << 30) ||
+      w_rows >= (int64_t{1} << 30))
+    return 0;
+  return large;
+}
+bool large_fused_planted() { return g_large_fused_planted.load(std::memory_order_relaxed); }
+void large_fused_launched() { g_large_fused_calls.fetch_add(1, std::memory_order_relaxed); }
+
 bool layer_tail_on() { return (g_fused.load() & 8) && g_small_config.load() > 0; }
 bool launch_layer_tail_fused(cudaStream_t s, unsigned* bar, const Tensor& x, const Backend::TailWeights& w,
                              const Tensor& mid, const Tensor& h) {
@@ -552,7 +572,14 @@ void launch_linear_tc(cudaStream_t s, const Tensor& x, const Tensor& w, const Te
 
 namespace tf::test_hooks {
 bool set_cuda_fused_linear(bool on) {
-  tf::cuda::g_fused.store(on ? 15 : 0, std::memory_order_relaxed);
+  tf::cuda::g_fused.store(on ? 31 : 0, std::memory_order_relaxed);
+  return true;
+}
+int64_t cuda_linear_large_fused_calls() {
+  return tf::cuda::g_large_fused_calls.load(std::memory_order_relaxed);
+}
+bool set_cuda_linear_large_fused_planted(bool on) {
+  tf::cuda::g_large_fused_planted.store(on, std::memory_order_relaxed);
   return true;
 }
 bool set_cuda_linear_large_config(int which) {

@@ -16,9 +16,21 @@
 // tile kt - 2 used (both warpgroups waited for that tile's wgmma before the barrier), issue the tile's four
 // wgmma, keep one group in flight (wait 1) except at a chunk's end (wait 0, then sum += acc, acc = 0).
 //
+// Fused epilogues (launch_linear_tc_wgmma_epi; linear_tc.cu launch_linear_large_fused, configurations 10 and
+// 11): kAdd (Backend::linear_add): out is the residual stream h [n, out_f], h = rnd(h + rnd(sum + bias)) in
+// place; kGlu (the glu of Backend::rms_norm_linear_glu): w is gate_up [2 out_f, in_f], a block's BN weight
+// rows are BN / 2 gate rows then the same BN / 2 up rows (copy passes p < half from rows j, the others from
+// rows out_f + j), so a thread holds each gate column's up column 8 x BN / 16 columns on; out [n, out_f] =
+// rnd(silu(rnd(gate)) * rnd(up)) (act.cu's statement); kQkv (Backend::linear_qkv_prep, head_dim 64 rotated
+// whole): the output's 64-column groups are heads [q | k | v], a thread's fragments q and q + 4 of a group
+// hold the RoPE pairs (j, j + 32), stored rotated (qkv_prep.cu's rope_lo / rope_hi of the rounded values)
+// into q_out / k_out, or copied into v_out. Every column's sum is the plain kernel's, so the bits are the two
+// ops' in turn. Not yet run on a GPU (twenty-fifth session: written without device time).
+//
 // Shapes: x [n, in_f] bf16, w [out_f, in_f] bf16, bias [out_f] bf16 or null, out [n, out_f] bf16/f32;
 // in_f % 8 == 0 and 16-byte aligned x, w (else the caller runs another configuration). Built for sm_90a only
 // (src/CMakeLists.txt: *_sm90a.cu), used only on devices of compute capability 9.0.
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/linear_epilogue.cuh"
@@ -40,6 +52,14 @@ constexpr int kChunk = 256;  // the contract's k chunk (linear_tc.cu)
 constexpr int BM = 128, BK = 64, kThreads = 256;
 constexpr int kRowsPerPass = kThreads / (BK / 8);  // 32 rows per pass of the block's 16-byte copies
 static_assert(kChunk % BK == 0 && kRowsPerPass % 8 == 0);
+enum Epi { kPlain = 0, kAdd = 1, kGlu = 2, kQkv = 3 };  // the store (top of this file)
+// kQkv's outputs: cos / sin [n, 64], q_out [n, heads, 64], k_out / v_out [n, kv, 64], all bf16.
+struct QkvStore {
+  const bf16_t* cos = nullptr;
+  const bf16_t* sin = nullptr;
+  bf16_t *q = nullptr, *k = nullptr, *v = nullptr;
+  int heads = 0, kv = 0;
+};
 
 // BN output columns per block (wgmma m64nBNk16 per warpgroup), STAGES-deep ring, MINB blocks per SM; PIPE:
 // two accumulator sets taking whole chunks in turn, so a chunk's end does not drain the wgmma pipe (its sum
@@ -113,13 +133,16 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[BN / 2], uint64_t a, uint64
 }
 
 // SPLIT (the split form, linear_split.cu; not with PIPE): block z runs chunk z alone and writes its partial,
-// unrounded and without bias, to part[(z * n + i) * out_f + j] instead of out.
-template <class C, class TO, bool SPLIT = false>
+// unrounded and without bias, to part[(z * n + i) * out_f + j] instead of out. EPI: the store (kAdd, kGlu:
+// bf16 out; planted skips their intermediate rounding).
+template <class C, class TO, bool SPLIT = false, int EPI = kPlain>
 __global__ void __launch_bounds__(kThreads, C::MINB)
     linear_wgmma_kernel(const bf16_t* __restrict__ x, const bf16_t* __restrict__ w,
                         const bf16_t* __restrict__ bias, TO* __restrict__ out, int n, int in_f, int out_f,
-                        bool pair_store, float* __restrict__ part) {
-  static_assert(!(SPLIT && C::PIPE));
+                        bool pair_store, float* __restrict__ part, bool planted, QkvStore qs) {
+  static_assert(!(SPLIT && C::PIPE) && !(SPLIT && EPI != kPlain));
+  static_assert(EPI == kPlain || sizeof(TO) == 2);
+  static_assert(EPI != kQkv || C::BN % 64 == 0);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The swizzle atoms must start at 1024-byte shared addresses: align the stage ring there.
   const uint32_t raw = smem_addr(smem_raw);
@@ -127,7 +150,9 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   const uint32_t sbase = smem_addr(smem);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
   constexpr int BN = C::BN, STAGES = C::STAGES, NACC = C::kAcc;
-  const int i0 = static_cast<int>(blockIdx.y) * BM, j0 = static_cast<int>(blockIdx.x) * BN;
+  // j0: the block's first output column (kGlu: BN / 2 of them) and first weight row (kGlu: of the gate rows).
+  constexpr int kOutCols = EPI == kGlu ? BN / 2 : BN;
+  const int i0 = static_cast<int>(blockIdx.y) * BM, j0 = static_cast<int>(blockIdx.x) * kOutCols;
   const int k_tiles = (in_f + BK - 1) / BK;
   constexpr int kTilesPerChunk = kChunk / BK;
   const int full_chunks = in_f / kChunk;
@@ -144,6 +169,10 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   const bf16_t* gb = w + (static_cast<int64_t>(j0) + ld_row) * in_f + ld_ch * 8;
   const int a_left = n - i0 - ld_row, b_left = out_f - j0 - ld_row;  // pass p is a real row iff p*32 < left
   const int64_t pass_stride = static_cast<int64_t>(kRowsPerPass) * in_f;
+  // kGlu: B passes [0, half) copy gate rows, [half, kBPasses) the same rows of up (out_f rows further).
+  constexpr int kBHalf = EPI == kGlu ? C::kBPasses / 2 : C::kBPasses;
+  static_assert(EPI != kGlu || C::kBPasses % 2 == 0);
+  const int64_t up_offset = EPI == kGlu ? static_cast<int64_t>(out_f) * in_f : 0;
 
   // Queue tile kt's copies into its slot; past k a copy of zeros (no branch: the control flow stays
   // straight around the wgmma in flight, else ptxas waits for them at every merge).
@@ -159,8 +188,10 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
     }
 #pragma unroll
     for (int p = 0; p < C::kBPasses; ++p) {
-      const bool ok = kok && p * kRowsPerPass < b_left;
-      cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? gb + p * pass_stride + k0 : w, ok);
+      const int pq = p % kBHalf;  // p itself but for kGlu's up passes
+      const bool ok = kok && pq * kRowsPerPass < b_left;
+      const bf16_t* src = gb + (p >= kBHalf ? up_offset : 0) + pq * pass_stride + k0;
+      cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? src : w, ok);
     }
     cp_async_commit();  // a group per tile, so the wait counts below hold
   };
@@ -265,31 +296,93 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
   cp_async_wait<0>();
 
   const int g = lane / 4, t = lane % 4, row0 = i0 + wg * 64 + (warp % 4) * 16 + g;
+  if constexpr (EPI == kGlu) {
+    constexpr int QH = BN / 16;  // gate fragments; fragment q + QH holds the same columns of up
 #pragma unroll
-  for (int q = 0; q < BN / 8; ++q) {
-    float v[4] = {tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]};
-    if constexpr (SPLIT)
-      store_fragment(part + static_cast<int64_t>(z) * n * out_f, nullptr, v, row0, j0 + q * 8 + 2 * t, n,
-                     out_f, pair_store);
-    else
-      store_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
+    for (int q = 0; q < QH; ++q) {
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float gv = planted ? tot[4 * q + e] : rnd<bf16_t>(tot[4 * q + e]);
+        const float uv = planted ? tot[4 * (q + QH) + e] : rnd<bf16_t>(tot[4 * (q + QH) + e]);
+        v[e] = act_one<ActKind::kSilu, bf16_t>(gv) * uv;
+      }
+      store_fragment(out, nullptr, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
+    }
+  } else if constexpr (EPI == kQkv) {
+#pragma unroll
+    for (int hg = 0; hg < BN / 64; ++hg) {  // the tile's heads
+      const int col0 = j0 + hg * 64, hh = col0 / 64;
+      if (col0 >= out_f) break;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int f0 = hg * 8 + q, f1 = f0 + 4, j = q * 8 + 2 * t;  // pairs (j + c, j + c + 32), c = 0, 1
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row0 + h * 8;
+          if (r >= n) continue;
+          float lo[2], hi[2];
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            lo[c] = tot[4 * f0 + 2 * h + c] + (bias ? to_f(bias[col0 + j + c]) : 0.0f);
+            hi[c] = tot[4 * f1 + 2 * h + c] + (bias ? to_f(bias[col0 + j + c + 32]) : 0.0f);
+            if (!planted) lo[c] = rnd<bf16_t>(lo[c]), hi[c] = rnd<bf16_t>(hi[c]);
+          }
+          bf16_t* dst;
+          if (hh >= qs.heads + qs.kv) {  // v: copied
+            dst = qs.v + (static_cast<int64_t>(r) * qs.kv + (hh - qs.heads - qs.kv)) * 64;
+          } else {
+            dst = hh < qs.heads ? qs.q + (static_cast<int64_t>(r) * qs.heads + hh) * 64
+                                : qs.k + (static_cast<int64_t>(r) * qs.kv + (hh - qs.heads)) * 64;
+            const bf16_t* cr = qs.cos + static_cast<int64_t>(r) * 64;
+            const bf16_t* sr = qs.sin + static_cast<int64_t>(r) * 64;
+            float a[2], b[2];
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float c0 = to_f(cr[j + c]), s0 = to_f(sr[j + c]);
+              const float c1 = to_f(cr[j + c + 32]), s1 = to_f(sr[j + c + 32]);
+              a[c] = rnd<bf16_t>(lo[c] * c0) + rnd<bf16_t>(-hi[c] * s0);
+              b[c] = rnd<bf16_t>(hi[c] * c1) + rnd<bf16_t>(lo[c] * s1);
+            }
+            lo[0] = a[0], lo[1] = a[1], hi[0] = b[0], hi[1] = b[1];
+          }
+          const uint32_t lo2 = f2bf(lo[0]) | (static_cast<uint32_t>(f2bf(lo[1])) << 16);
+          const uint32_t hi2 = f2bf(hi[0]) | (static_cast<uint32_t>(f2bf(hi[1])) << 16);
+          *reinterpret_cast<uint32_t*>(dst + j) = lo2;  // 4-byte aligned outputs (the caller checks)
+          *reinterpret_cast<uint32_t*>(dst + j + 32) = hi2;
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < BN / 8; ++q) {
+      float v[4] = {tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]};
+      if constexpr (SPLIT)
+        store_fragment(part + static_cast<int64_t>(z) * n * out_f, nullptr, v, row0, j0 + q * 8 + 2 * t, n,
+                       out_f, pair_store);
+      else if constexpr (EPI == kAdd)
+        add_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store, planted);
+      else
+        store_fragment(out, bias, v, row0, j0 + q * 8 + 2 * t, n, out_f, pair_store);
+    }
   }
 }
 
-template <class C, class TO>
+// out_f: the output's width (kGlu: w has 2 out_f rows).
+template <class C, class TO, int EPI = kPlain>
 void launch(cudaStream_t s, const bf16_t* x, const bf16_t* w, const bf16_t* bias, TO* out, int64_t n,
-            int64_t in_f, int64_t out_f) {
-  auto kernel = linear_wgmma_kernel<C, TO>;
+            int64_t in_f, int64_t out_f, bool planted = false, const QkvStore& qs = {}) {
+  auto kernel = linear_wgmma_kernel<C, TO, false, EPI>;
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
     TF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(C::kSmem)));
   });
-  const dim3 grid(blocks_for(out_f, C::BN), blocks_for(n, BM));
+  const dim3 grid(blocks_for(out_f, EPI == kGlu ? C::BN / 2 : C::BN), blocks_for(n, BM));
   TF_CHECK(grid.y <= 65535);
   const bool pair = out_f % 2 == 0 && reinterpret_cast<uintptr_t>(out) % (2 * sizeof(TO)) == 0;
   kernel<<<grid, kThreads, C::kSmem, s>>>(x, w, bias, out, static_cast<int>(n), static_cast<int>(in_f),
-                                          static_cast<int>(out_f), pair, nullptr);
+                                          static_cast<int>(out_f), pair, nullptr, planted, qs);
   TF_CUDA_LAUNCHED();
 }
 
@@ -329,8 +422,41 @@ bool launch_linear_tc_wgmma_split(cudaStream_t s, const bf16_t* x, const bf16_t*
   const dim3 grid(blocks_for(out_f, C::BN), blocks_for(n, BM), blocks_for(in_f, kChunk));
   TF_CHECK(grid.y <= 65535 && grid.z <= 65535);
   kernel<<<grid, kThreads, C::kSmem, s>>>(x, w, nullptr, nullptr, static_cast<int>(n), static_cast<int>(in_f),
-                                          static_cast<int>(out_f), out_f % 2 == 0, part);
+                                          static_cast<int>(out_f), out_f % 2 == 0, part, false, QkvStore{});
   TF_CUDA_LAUNCHED();
+  return true;
+}
+
+bool launch_linear_tc_wgmma_epi(cudaStream_t s, int which, bool glu, const bf16_t* x, const bf16_t* w,
+                                const bf16_t* bias, bf16_t* out, int64_t n, int64_t in_f, int64_t out_f,
+                                bool planted) {
+  if (!wgmma::device_is_sm90() || (glu && bias)) return false;
+  using C10 = WgCfg<128, 5, 1>;
+  using C11 = WgCfg<64, 4, 2>;
+  if (which == 10)
+    glu ? launch<C10, bf16_t, kGlu>(s, x, w, nullptr, out, n, in_f, out_f, planted)
+        : launch<C10, bf16_t, kAdd>(s, x, w, bias, out, n, in_f, out_f, planted);
+  else if (which == 11)
+    glu ? launch<C11, bf16_t, kGlu>(s, x, w, nullptr, out, n, in_f, out_f, planted)
+        : launch<C11, bf16_t, kAdd>(s, x, w, bias, out, n, in_f, out_f, planted);
+  else
+    return false;  // (12, 13: candidates without the fused stores)
+  return true;
+}
+
+bool launch_linear_tc_wgmma_qkv(cudaStream_t s, int which, const bf16_t* x, const bf16_t* w,
+                                const bf16_t* bias, const bf16_t* cos, const bf16_t* sin, bf16_t* q,
+                                bf16_t* k, bf16_t* v, int64_t n, int64_t in_f, int heads, int kv,
+                                bool planted) {
+  if (!wgmma::device_is_sm90()) return false;
+  const QkvStore qs{cos, sin, q, k, v, heads, kv};
+  const int64_t out_f = int64_t{heads + 2 * kv} * 64;
+  if (which == 10)
+    launch<WgCfg<128, 5, 1>, bf16_t, kQkv>(s, x, w, bias, nullptr, n, in_f, out_f, planted, qs);
+  else if (which == 11)
+    launch<WgCfg<64, 4, 2>, bf16_t, kQkv>(s, x, w, bias, nullptr, n, in_f, out_f, planted, qs);
+  else
+    return false;
   return true;
 }
 

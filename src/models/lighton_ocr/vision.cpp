@@ -83,8 +83,11 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
   b.upload(dranges, ranges.data());
   const float scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
 
-  // Per layer: norm, the fused q/k/v linear, qkv_prep (2D RoPE on q and k), attention within each image,
-  // o_proj, add_rms_norm (residual + ffn_norm), the fused gate/up linear, glu, down_proj, residual add.
+  // Per layer: norm, the fused q/k/v linear and qkv_prep (2D RoPE on q and k: linear_qkv_prep), attention
+  // within each image, o_proj, add_rms_norm (residual + ffn_norm), the fused gate/up linear, glu, down_proj,
+  // residual add. From o_proj on that is Backend::layer_tail bit for bit (add_rms_norm is add then rms_norm),
+  // so a fusing backend runs it as one op; op by op while capturing (the captures read o, which it may leave
+  // unwritten).
   DeviceBuffer xn = b.alloc(act, {n, hv}), qkv = b.alloc(act, {n, 3 * hv}), attn = b.alloc(act, {n, hv}),
                o = b.alloc(act, {n, hv});
   DeviceBuffer q = b.alloc(act, {n, heads, hd}), k = b.alloc(act, {n, heads, hd}),
@@ -94,9 +97,15 @@ DeviceBuffer LightOnOcrModel::vision_tower(const std::vector<ImageInput>& images
     const VisionLayerWeights& L = w_.vision_layers[l];
     const std::string name = capture_ ? pre + ".transformer.layers." + std::to_string(l) : std::string();
     b.rms_norm(h, L.attention_norm, kPixtralEps, RmsNormKind::kWeight, xn);
-    b.linear(xn, L.qkv_proj, nullptr, qkv);
-    b.qkv_prep(qkv, nullptr, nullptr, 0.0f, cos, sin, nullptr, q, k, val);
+    b.linear_qkv_prep(xn, L.qkv_proj, nullptr, qkv, cos, sin, q, k, val);
     b.attention(q, k, val, dranges, scale, attn.tensor().reshaped({n, heads, hd}));
+    if (!capture_) {
+      b.layer_tail(attn,
+                   {L.o_proj, nullptr, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, L.gate_up_proj,
+                    cfg_.vision.act, L.down_proj},
+                   {o, xn, gu, mid}, h);
+      continue;
+    }
     b.linear(attn, L.o_proj, nullptr, o);
     capture(capture_, b, name + ".attention", o);
     b.add_rms_norm(h, o, L.ffn_norm, kPixtralEps, RmsNormKind::kWeight, xn);

@@ -184,13 +184,11 @@ DeviceBuffer Qwen35Model::vision_tower(const std::vector<Tensor>& patches,
     b.rope_f32(qh, cos, sin, qh);
     b.rope_f32(kh, cos, sin, kh);
     b.attention(qh, kh, val.tensor().reshaped(hs), dranges, scale, attn.tensor().reshaped(hs));
-    b.linear(attn, B.proj_w, &B.proj_b.tensor(), o);
-    b.add(x, o, x);
+    b.linear_add(attn, B.proj_w, &B.proj_b.tensor(), o, x);  // proj into the residual stream
     b.layer_norm(x, B.norm2_w, B.norm2_b, kVisionEps, xn);
     b.linear(xn, B.fc1_w, &B.fc1_b.tensor(), mid);
     b.act(mid, v.act, mid);
-    b.linear(mid, B.fc2_w, &B.fc2_b.tensor(), o);
-    b.add(x, o, x);
+    b.linear_add(mid, B.fc2_w, &B.fc2_b.tensor(), o, x);
     capture(capture_, b, pre + ".blocks." + std::to_string(l), x);
   }
 
