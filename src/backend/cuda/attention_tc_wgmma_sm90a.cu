@@ -1,9 +1,12 @@
-// Variants 5 and 6 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu lists
-// the others): the wide kernel's rows and statements with one of the two matrix products on Hopper's
+// Variants 5, 6 and 7 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu
+// lists the others): the wide kernel's rows and statements with one or both matrix products on Hopper's
 // warpgroup instruction (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention
 // over thousands of patches). Variant 5 (the default there): S on mma.sync, P · V on wgmma; variant 6: S on
 // wgmma, P · V on mma.sync. Both give variant 0's bits on the H200 (CudaContract.AttentionVariants); one
 // 9,350-patch image, 16 heads: variant 1 1,725 us, 5 1,637 us, 6 1,633 us (bench/attention, BENCHMARKS.md).
+// Variant 7: both on wgmma, S with q read from shared memory by descriptor (q staged in the 128-byte swizzle,
+// the wgmma linear's A operand: linear_tc_wgmma_sm90a.cu) instead of from registers, P · V as variant 5.
+// Written in the twenty-fifth session without a GPU: not yet run (see NOT SOLVED below).
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
@@ -78,8 +81,53 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 #endif
 }
 
-// WS: S on wgmma and P · V on mma.sync (variant 6), else the reverse (variant 5).
-template <bool WS>
+// S = q · K^T over the warpgroup's 64 rows: d[8][4] += A (64 x 16 by descriptor a: q, K-major) · B (16 x 64
+// by descriptor b: the K tile, K-major). Variant 7.
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t a, uint64_t b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(a), "l"(b), "r"(1));
+#else
+  __trap();  // built for sm_90a only (the caller checks the device)
+#endif
+}
+
+// Variant 7's q staging: stage_queries' copies into the 128-byte swizzle (row r's 16-byte chunk c at c ^ (r %
+// 8), 128 bytes a row, d < 64 zero-filled), made visible to the async proxy before the barrier.
+__device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re,
+                                                    const bf16_t* __restrict__ q,
+                                                    const int32_t* __restrict__ ranges, int64_t i0,
+                                                    int n_rows, int64_t q_stride, int h, int d) {
+  for (int c = threadIdx.x; c < BM * (DP / 8); c += kThreads) {
+    const int r = c / (DP / 8), ch = c % (DP / 8), dc = ch * 8;
+    const bool ok = r < n_rows && dc < d;
+    cp_async16(qs + r * DP + (ch ^ (r % 8)) * 8, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+  }
+  cp_async_commit();
+  for (int r = threadIdx.x; r < BM; r += kThreads) {
+    const bool ok = r < n_rows;
+    rb[r] = ok ? ranges[2 * (i0 + r)] : INT_MAX;
+    re[r] = ok ? ranges[2 * (i0 + r) + 1] : INT_MIN;
+  }
+  cp_async_wait<0>();
+  fence_async_shared();
+  __syncthreads();
+}
+
+// FORM 0 (variant 5): S on mma.sync, P · V on wgmma; 1 (variant 6): S on wgmma with q in registers, P · V on
+// mma.sync; 2 (variant 7): S on wgmma with q in shared memory, P · V on wgmma.
+template <int FORM>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
@@ -106,11 +154,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (n_rows == 0) return;  // the whole block: a grid bound past the last piece
   const int32_t* table = tables ? tables + static_cast<int64_t>(tile_seg) * max_blocks : nullptr;
 
-  attn::stage_queries<BM, DP, kQLd, kThreads>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
-  uint32_t qf[KD][4];  // the warp's rows warp * 16 .. + 15 (the warpgroup's rows 16 (warp % 4) ..)
+  constexpr bool WS = FORM >= 1, WPV = FORM != 1;  // S, P · V on wgmma
+  uint32_t qf[KD][4];  // FORM 0, 1: the warp's rows warp * 16 .. + 15 (the warpgroup's rows 16 (warp % 4) ..)
+  if constexpr (FORM == 2) {
+    stage_queries_sw128(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
+  } else {
+    attn::stage_queries<BM, DP, kQLd, kThreads>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
 #pragma unroll
-  for (int kd = 0; kd < KD; ++kd)
-    ldmatrix_x4(qf[kd], qs + (warp * 16 + lane % 16) * kQLd + kd * 16 + (lane / 16) * 8);
+    for (int kd = 0; kd < KD; ++kd)
+      ldmatrix_x4(qf[kd], qs + (warp * 16 + lane % 16) * kQLd + kd * 16 + (lane / 16) * 8);
+  }
+  // FORM 2: the warpgroup's 64 q rows, 128 bytes each.
+  const uint32_t q_addr = smem_addr(qs) + static_cast<uint32_t>((warp / 4) * 64 * DP * sizeof(bf16_t));
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[NO][4];
 #pragma unroll
@@ -182,7 +237,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int b = 0; b < NS; ++b)
 #pragma unroll
         for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
-      if constexpr (WS) {
+      if constexpr (FORM == 2) {
+        wgmma::fence_operand(s);
+        wgmma::fence();
+#pragma unroll
+        for (int kd = 0; kd < KD; ++kd)
+          wgmma_ss(s, desc_sw128<false>(q_addr + kd * 32), desc_sw128<false>(kt + kd * 32));
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operand(s);
+      } else if constexpr (WS) {
         wgmma::fence_operand(s);
         wgmma::fence_operand(qf);
         wgmma::fence();
@@ -213,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
       attn::rescale<NO>(acc, alpha);
       // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
-      if constexpr (!WS) {
+      if constexpr (WPV) {
         wgmma::fence_operand(acc);
         wgmma::fence_operand(pf);
         wgmma::fence();
@@ -268,9 +332,9 @@ bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const 
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
   if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
-  constexpr decltype(&attention_wgmma_kernel<true>) kForms[] = {attention_wgmma_kernel<false>,
-                                                                attention_wgmma_kernel<true>};
-  TF_CHECK(form >= 0 && form < 2);
+  constexpr decltype(&attention_wgmma_kernel<0>) kForms[] = {
+      attention_wgmma_kernel<0>, attention_wgmma_kernel<1>, attention_wgmma_kernel<2>};
+  TF_CHECK(form >= 0 && form < 3);
   auto kernel = kForms[form];
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {

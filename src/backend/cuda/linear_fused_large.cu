@@ -54,8 +54,8 @@ bool launch_linear_large_qkv(cudaStream_t s, const Tensor& x, const Tensor& w, c
     return false;
   if (!launch_linear_tc_wgmma_qkv(s, config, ptr<const bf16_t>(x), ptr<const bf16_t>(w),
                                   bias ? ptr<const bf16_t>(*bias) : nullptr, ptr<const bf16_t>(cos),
-                                  ptr<const bf16_t>(sin), ptr<bf16_t>(q), ptr<bf16_t>(k), ptr<bf16_t>(v), n, in_f,
-                                  static_cast<int>(heads), static_cast<int>(kv), large_fused_planted()))
+                                  ptr<const bf16_t>(sin), ptr<bf16_t>(q), ptr<bf16_t>(k), ptr<bf16_t>(v), n,
+                                  in_f, static_cast<int>(heads), static_cast<int>(kv), large_fused_planted()))
     return false;
   large_fused_launched();
   return true;
