@@ -433,7 +433,7 @@ bool copies16(const bf16_t* x, const bf16_t* w, int64_t in_f) {
          reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
-// The split form where it applies (see the top of this file); false (nothing queued) elsewhere.
+// Whether a call of this shape takes the split form (see the top of this file).
 bool split_applies(int64_t n, int64_t in_f, int64_t out_f) {
   const int64_t n_chunks = (in_f + kChunk - 1) / kChunk;
   return n >= g_split_min.load(std::memory_order_relaxed) && n <= kSplitMaxRows &&
@@ -441,6 +441,7 @@ bool split_applies(int64_t n, int64_t in_f, int64_t out_f) {
          int64_t{blocks_for(out_f, 64)} * blocks_for(n, 64) < kSplitBelowTiles;
 }
 
+// The split form where it applies; false (nothing queued) elsewhere.
 template <class TO>
 bool run_split(cudaStream_t s, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   const int64_t n = x.dim(0), in_f = x.dim(1), out_f = w.dim(0), n_chunks = (in_f + kChunk - 1) / kChunk;
