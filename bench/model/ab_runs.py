@@ -1,7 +1,8 @@
 """A/B whole runs of tensorfold's CUDA backend (device machine): `tensorfold ocr --json` on the full-size random
 checkpoints (built as gpu_bench.py builds them), once per environment setting, interleaved, twice each, on the
-paragraph and on the family's page; prints TTFT, decode tok/s and the output's token sha256 per run, so a change
-that must keep every bit (a kernel's launch shape, a fused op) shows its speed and its unchanged ids in one call.
+paragraph and on the family's page; prints TTFT (vision + prefill), decode tok/s and the output's token sha256
+per run, so a change that must keep every bit (a kernel's launch shape, a fused op) shows its speed and its
+unchanged ids in one call.
 
   python3 bench/model/ab_runs.py TENSORFOLD ENVS SHAPES [NEW]
 
@@ -32,8 +33,9 @@ def run(exe, ckpt, img, new, env):
     j = json.loads(r.stdout)
     u = j["usage"]
     dec = (u["completion_tokens"] - 1) / u["decode_seconds"] if u["decode_seconds"] > 0 else 0.0
-    return (f"ttft {1000 * (u['vision_seconds'] + u['prefill_seconds']):7.1f} ms decode {dec:7.1f} tok/s "
-            f"sha {j['token_sha256'][:12]}")
+    return (f"ttft {1000 * (u['vision_seconds'] + u['prefill_seconds']):7.1f} ms (vision "
+            f"{1000 * u['vision_seconds']:6.1f} + prefill {1000 * u['prefill_seconds']:6.1f}) decode {dec:7.1f} "
+            f"tok/s sha {j['token_sha256'][:12]}")
 
 
 def main(argv):

@@ -1,10 +1,10 @@
 // The large-row fused stores (TF_CUDA_FUSED_LINEAR bit 16, backend/cuda/linear_tc_wgmma_sm90a.cu top):
 // Backend::linear_add and the linear + glu of Backend::rms_norm_linear_glu for calls of >= 17 rows as the
 // wgmma linear with the add or the glu in its store, and Backend::linear_qkv_prep (the vision tower's q/k/v
-// projection and RoPE) with q, k, v rotated in its store, bit for bit the ops in turn; Backend::layer_tail of many
-// rows both with the stores and without them (o_proj, add_rms_norm, gate|up, glu, down + add). Which form ran
-// is asserted (test_hooks::cuda_linear_large_fused_calls). Control: the stores without their intermediate
-// rounding (test_hooks::set_cuda_linear_large_fused_planted) must differ from the ops in turn.
+// projection and RoPE) with q, k, v rotated in its store, bit for bit the ops in turn; Backend::layer_tail of
+// many rows both with the stores and without them (o_proj, add_rms_norm, gate|up, glu, down + add). Which
+// form ran is asserted (test_hooks::cuda_linear_large_fused_calls). Control: the stores without their
+// intermediate rounding (test_hooks::set_cuda_linear_large_fused_planted) must differ from the ops in turn.
 #include "backend/test_hooks.h"
 #include "cuda_contract_util.h"
 
@@ -152,8 +152,8 @@ QkvOut run_qkv(Backend& be, int64_t n, int64_t in_f, int64_t heads, int64_t kv, 
                sn = uniform(kBF16, {n, 64}, seed + 4, -1.0f, 1.0f);
   auto dx = upload_new(be, x), dw = upload_new(be, w), db = upload_new(be, b), dc = upload_new(be, cs),
        ds = upload_new(be, sn);
-  auto qkv = be.alloc(kBF16, {n, width}), q = be.alloc(kBF16, {n, heads, 64}), k = be.alloc(kBF16, {n, kv, 64}),
-       v = be.alloc(kBF16, {n, kv, 64});
+  auto qkv = be.alloc(kBF16, {n, width}), q = be.alloc(kBF16, {n, heads, 64}),
+       k = be.alloc(kBF16, {n, kv, 64}), v = be.alloc(kBF16, {n, kv, 64});
   const Tensor* bp = bias ? &db.tensor() : nullptr;
   const int64_t calls = test_hooks::cuda_linear_large_fused_calls();
   fused ? be.linear_qkv_prep(dx, dw, bp, qkv, dc, ds, q, k, v)
@@ -179,8 +179,8 @@ TEST_F(CudaContract, LargeEpiloguesQkv) {
         const QkvOut f = run_qkv(dev(), n, hd.in_f, hd.heads, hd.kv, bias, true, seed),
                      u = run_qkv(dev(), n, hd.in_f, hd.heads, hd.kv, bias, false, seed);
         seed += 10;
-        const std::string what =
-            cat("linear_qkv_prep ", n, " x ", hd.in_f, ", ", hd.heads, " / ", hd.kv, " heads", bias ? " bias" : "");
+        const std::string what = cat("linear_qkv_prep ", n, " x ", hd.in_f, ", ", hd.heads, " / ", hd.kv,
+                                     " heads", bias ? " bias" : "");
         EXPECT_TRUE(Exact(u.q, f.q)) << what << ": q";
         EXPECT_TRUE(Exact(u.k, f.k)) << what << ": k";
         EXPECT_TRUE(Exact(u.v, f.v)) << what << ": v";
