@@ -188,10 +188,15 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
     }
 #pragma unroll
     for (int p = 0; p < C::kBPasses; ++p) {
-      const int pq = p % kBHalf;  // p itself but for kGlu's up passes
-      const bool ok = kok && pq * kRowsPerPass < b_left;
-      const bf16_t* src = gb + (p >= kBHalf ? up_offset : 0) + pq * pass_stride + k0;
-      cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? src : w, ok);
+      if constexpr (EPI == kGlu) {
+        const int pq = p % kBHalf;  // the gate passes' rows again for the up passes
+        const bool ok = kok && pq * kRowsPerPass < b_left;
+        const bf16_t* src = gb + (p >= kBHalf ? up_offset : 0) + pq * pass_stride + k0;
+        cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? src : w, ok);
+      } else {
+        const bool ok = kok && p * kRowsPerPass < b_left;
+        cp_async16(sb + ld_dst + p * kRowsPerPass * BK, ok ? gb + p * pass_stride + k0 : w, ok);
+      }
     }
     cp_async_commit();  // a group per tile, so the wait counts below hold
   };
