@@ -81,28 +81,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 #endif
 }
 
-// S = q · K^T over the warpgroup's 64 rows: d[8][4] += A (64 x 16 by descriptor a: q, K-major) · B (16 x 64
-// by descriptor b: the K tile, K-major). Variant 7.
-__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t a, uint64_t b) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-        "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b), "r"(1));
-#else
-  __trap();  // built for sm_90a only (the caller checks the device)
-#endif
-}
-
 // Variant 7's q staging: stage_queries' copies into the 128-byte swizzle (row r's 16-byte chunk c at c ^ (r %
 // 8), 128 bytes a row, d < 64 zero-filled), made visible to the async proxy before the barrier.
 __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re,
@@ -242,7 +220,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmma::fence();
 #pragma unroll
         for (int kd = 0; kd < KD; ++kd)
-          wgmma_ss(s, desc_sw128<false>(q_addr + kd * 32), desc_sw128<false>(kt + kd * 32));
+          wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s), desc_sw128<false>(q_addr + kd * 32),
+                              desc_sw128<false>(kt + kd * 32));
         wgmma::commit();
         wgmma::wait<0>();
         wgmma::fence_operand(s);

@@ -62,6 +62,13 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
 // that the plain call would run on the wgmma blocks (linear_tc.cu; TF_CUDA_FUSED_LINEAR bit 16): false,
 // nothing queued, elsewhere.
 bool large_fused_on();
+// Their gate (linear_tc.cu, for linear_fused_large.cu): the wgmma configuration (10 or 11) a plain linear(x
+// [n, in_f], w [w_rows, in_f]) would run with bit 16 on, else 0 (bit 16 off, fewer than 17 rows, the split
+// form, another configuration, not bf16, no 16-byte copies, indices past int); whether the contract's control
+// is planted; and the count test_hooks::cuda_linear_large_fused_calls reports.
+int large_fused_config(const Tensor& x, const Tensor& w);
+bool large_fused_planted();
+void large_fused_launched();
 bool launch_linear_large_fused(cudaStream_t s, bool glu, const Tensor& x, const Tensor& w, const Tensor* bias,
                                const Tensor& out);
 // Backend::linear_qkv_prep as one wgmma kernel with the q/k/v store (head_dim 64 rotated whole, x's rows the

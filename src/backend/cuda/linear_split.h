@@ -20,13 +20,6 @@ void launch_linear_fold(cudaStream_t s, const float* part, int chunks, const uin
 // in_f % 8 == 0, n, in_f, out_f < 2^30 (the caller checks).
 bool launch_linear_tc_wgmma_split(cudaStream_t s, const uint16_t* x, const uint16_t* w, float* part,
                                   int64_t n, int64_t in_f, int64_t out_f);
-// The large-row fused stores' gate (linear_tc.cu, for linear_fused_large.cu): the wgmma configuration (10 or
-// 11) a plain call of n rows, in_f, w_rows would run with TF_CUDA_FUSED_LINEAR bit 16 on, else 0 (bit 16 off,
-// fewer than 17 rows, the split form, another configuration, indices past int); whether the contract's
-// control is planted; and the count test_hooks::cuda_linear_large_fused_calls reports.
-int large_fused_config(int64_t n, int64_t in_f, int64_t w_rows);
-bool large_fused_planted();
-void large_fused_launched();
 // Configuration 10 or 11 (`which`; false, nothing queued, for the others or off compute capability 9.0) with
 // a fused store: glu: w [2 out_f, in_f] gate | up, out [n, out_f] = glu of the two (no bias); else out is the
 // residual stream h [n, out_f], h = rnd(h + rnd(x · w^T + bias)). planted: the intermediate rounding skipped

@@ -532,11 +532,13 @@ bool launch_linear_fused(cudaStream_t s, const SmallFused& f, const Tensor& x, s
 }
 
 bool large_fused_on() { return (g_fused.load(std::memory_order_relaxed) & 16) != 0; }
-int large_fused_config(int64_t n, int64_t in_f, int64_t w_rows) {
+int large_fused_config(const Tensor& x, const Tensor& w) {
+  const int64_t n = x.dim(0), in_f = x.dim(1), w_rows = w.dim(0);
   const int large = g_large_config.load(std::memory_order_relaxed);
   if (!large_fused_on() || large < 10 || n < std::max(17, g_large_min.load(std::memory_order_relaxed)) ||
-      split_applies(n, in_f, w_rows) || n >= (int64_t{1} << 30) || in_f >= (int64_t{1} << 30) ||
-      w_rows >= (int64_t{1} << 30))
+      split_applies(n, in_f, w_rows) || x.dtype != DType::BF16 || w.dtype != DType::BF16 ||
+      !copies16(ptr<const bf16_t>(x), ptr<const bf16_t>(w), in_f) || n >= (int64_t{1} << 30) ||
+      in_f >= (int64_t{1} << 30) || w_rows >= (int64_t{1} << 30))
     return 0;
   return large;
 }
