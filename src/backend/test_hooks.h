@@ -36,7 +36,7 @@ bool set_cuda_linear_small_rows_chunk(int kc);
 // calls walk many tiles per block too. The same bits (contract). False where the build has no CUDA backend.
 bool set_cuda_linear_small_grid_cap(int blocks);
 // The fused forms of rms_norm_linear, rms_norm_linear_glu and linear_add (backend/cuda/linear_tc_small.cuh),
-// layer_tail's kernel and the large-row fused stores: all on (TF_CUDA_FUSED_LINEAR=31; production runs 7)
+// layer_tail's kernel and the large-row fused stores: all on (TF_CUDA_FUSED_LINEAR=31; production runs 23)
 // where they apply, or all off (the ops they fuse, in turn). False without CUDA.
 bool set_cuda_fused_linear(bool on);
 // Calls of linear_add / rms_norm_linear_glu run as the wgmma linear with a fused store (>= 17 rows,

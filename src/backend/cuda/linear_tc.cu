@@ -99,11 +99,11 @@ std::atomic<bool> g_split_mma{false};   // test_hooks::set_cuda_linear_split_mma
 constexpr int kLargeMinRows = 17;
 std::atomic<int> g_large_min{env_choice("TF_CUDA_LINEAR_LARGE_MIN", 1, 1 << 30, kLargeMinRows)};
 // Fused forms by bit (1 rms_norm_linear, 2 rms_norm_linear_glu, 4 linear_add: linear_tc_small.cuh; 8
-// layer_tail: layer_tail.cu, off by default, slower on the H100; 16: linear_add's add and
-// rms_norm_linear_glu's glu as the wgmma linear's store for calls of >= 17 rows, launch_linear_large_fused,
-// off until measured); off: the ops they fuse, in turn (the same bits). TF_CUDA_FUSED_LINEAR for whole-run
-// A/B, test_hooks::set_cuda_fused_linear for tests (on: 31).
-std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 31, 7)};
+// layer_tail: layer_tail.cu, off by default, slower on the H100; 16: linear_add's add, rms_norm_linear_glu's
+// glu and linear_qkv_prep as the wgmma linear's store for calls of >= 17 rows, launch_linear_large_fused);
+// off: the ops they fuse, in turn (the same bits). Default 23. TF_CUDA_FUSED_LINEAR for whole-run A/B,
+// test_hooks::set_cuda_fused_linear for tests (on: 31).
+std::atomic<int> g_fused{env_choice("TF_CUDA_FUSED_LINEAR", 0, 31, 23)};
 std::atomic<int64_t> g_large_fused_calls{0};  // test_hooks::cuda_linear_large_fused_calls
 std::atomic<bool> g_large_fused_planted{false};
 

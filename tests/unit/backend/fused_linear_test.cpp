@@ -130,9 +130,15 @@ void expect_chains_equal_ops(Backend& be, const std::vector<int64_t>& rows, bool
       const Buffer x = randn(kBF16, {n, in_f}, seed++), w = randn(kBF16, {out_f, in_f}, seed++, 0.03f);
       const Buffer h = randn(kBF16, {n, out_f}, seed++, 3.0f), bias = randn(kBF16, {out_f}, seed++);
       const Buffer* bp = in_f == 2048 ? &bias : nullptr;
-      const Outs f = lin_add(be, x, w, bp, h, true), u = lin_add(be, x, w, bp, h, false);
+      // Past 16 rows, with TF_CUDA_FUSED_LINEAR bit 16 on, the wgmma linear's own store adds (the large-row
+      // form, large_epilogue_test.cpp): y stays unwritten then too.
+      const int64_t large0 = test_hooks::cuda_linear_large_fused_calls();
+      const Outs f = lin_add(be, x, w, bp, h, true);
+      const bool large = test_hooks::cuda_linear_large_fused_calls() > large0;
+      const Outs u = lin_add(be, x, w, bp, h, false);
       EXPECT_TRUE(Exact(u.out[0], f.out[0])) << cat("linear_add ", n, " x ", in_f, " -> ", out_f);
-      EXPECT_EQ(all_zero(f.scratch), expect_fused) << cat("linear_add ", n, " rows: y written?");
+      EXPECT_FALSE(large && n <= 16) << cat("linear_add ", n, " rows: the large-row store ran");
+      EXPECT_EQ(all_zero(f.scratch), expect_fused || large) << cat("linear_add ", n, " rows: y written?");
     }
   }
 }
