@@ -1,12 +1,14 @@
 // Variants 5, 6 and 7 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu
 // lists the others): the wide kernel's rows and statements with one or both matrix products on Hopper's
 // warpgroup instruction (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention
-// over thousands of patches). Variant 5 (the default there): S on mma.sync, P · V on wgmma; variant 6: S on
-// wgmma, P · V on mma.sync. Both give variant 0's bits on the H200 (CudaContract.AttentionVariants); one
-// 9,350-patch image, 16 heads: variant 1 1,725 us, 5 1,637 us, 6 1,633 us (bench/attention, BENCHMARKS.md).
-// Variant 7: both on wgmma, S with q read from shared memory by descriptor (q staged in the 128-byte swizzle,
-// the wgmma linear's A operand: linear_tc_wgmma_sm90a.cu) instead of from registers, P · V as variant 5.
-// Written in the twenty-fifth session without a GPU: not yet run (see NOT SOLVED below).
+// over thousands of patches). Variant 5: S on mma.sync, P · V on wgmma; variant 6: S on wgmma, P · V on
+// mma.sync. Both give variant 0's bits on the H200 (CudaContract.AttentionVariants); one 9,350-patch image,
+// 16 heads: variant 1 1,725 us, 5 1,637 us, 6 1,633 us (H200, bench/attention, BENCHMARKS.md).
+// Variant 7 (the default there since the twenty-sixth session): both on wgmma, S with q read from shared
+// memory by descriptor (q staged in the 128-byte swizzle, the wgmma linear's A operand:
+// linear_tc_wgmma_sm90a.cu) instead of from registers, P · V as variant 5. Variant 0's bits on the H100
+// (CudaContract.AttentionVariants, attention_bench); 1,476 us against variant 5's 1,598 there. Not yet run on
+// an H200 (where the register form below went wrong).
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
@@ -19,8 +21,8 @@
 // - the other product: mma.sync from the same swizzled tiles (ldmatrix at the swizzled addresses).
 // wgmma's k16 step rounds as mma.sync's (16 products and the running f32 sum per element): the contract shows
 // it here and for the wgmma linear (linear_tc_wgmma_sm90a.cu).
-// NOT SOLVED: both products on wgmma in one kernel (the obvious next form, ~1,430 us) gave wrong values on
-// the H200 (max |diff| 1.6 against the CPU) with each half exact alone, also at one block per SM (so not a
+// NOT SOLVED: both products on wgmma in one kernel with q in registers (variant 6's S with variant 5's P · V)
+// gave wrong values on the H200 (max |diff| 1.6 against the CPU) with each half exact alone, also at one block per SM (so not a
 // register-allocation limit); the PTX orders every accumulator and A-fragment access between the
 // fence_operand / wgmma.fence / wait statements. Left for a session with a disassembler.
 // Differences from variant 1 (128 rows, 8 warps = 2 warpgroups, 3 stages) in the staging only:
