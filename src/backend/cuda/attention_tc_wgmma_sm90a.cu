@@ -22,9 +22,9 @@
 // wgmma's k16 step rounds as mma.sync's (16 products and the running f32 sum per element): the contract shows
 // it here and for the wgmma linear (linear_tc_wgmma_sm90a.cu).
 // NOT SOLVED: both products on wgmma in one kernel with q in registers (variant 6's S with variant 5's P · V)
-// gave wrong values on the H200 (max |diff| 1.6 against the CPU) with each half exact alone, also at one block per SM (so not a
-// register-allocation limit); the PTX orders every accumulator and A-fragment access between the
-// fence_operand / wgmma.fence / wait statements. Left for a session with a disassembler.
+// gave wrong values on the H200 (max |diff| 1.6 against the CPU) with each half exact alone, also at one
+// block per SM (so not a register-allocation limit); the PTX orders every accumulator and A-fragment access
+// between the fence_operand / wgmma.fence / wait statements. Left for a session with a disassembler.
 // Differences from variant 1 (128 rows, 8 warps = 2 warpgroups, 3 stages) in the staging only:
 // - K/V tiles unpadded, 64 bf16 (128 bytes) per key, in the 128-byte swizzle wgmma's descriptors read
 //   (16-byte chunk c of key row r at chunk c ^ (r % 8), tiles 1024-byte aligned);
