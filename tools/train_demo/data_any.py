@@ -414,6 +414,22 @@ def make_page(rng, kind, max_lines=30):
         n = max(3, n - 3)
 
 
+def scale_block(a, rng, shape_fn=None, grid=None, lo=1.2, hi=1.9):
+    """A first-recipe block (uint8 [224, 560]) at the scale a PDF page of that size shows it when rasterised to
+    a longer edge than 560 (tests/docs/make_pdfs.py's pages are such blocks; the call-8 demo-lighton, trained
+    without this, read them at 46.67 % CER at longest_edge 1008): resized by s in [lo, hi] (bicubic), the canvas
+    grown by background to the page bucket grid. None when no snap exists."""
+    from PIL import Image
+    s = rng.uniform(lo, hi)
+    h, w = round(a.shape[0] * s), round(a.shape[1] * s)
+    snap = _snap(h, w, shape_fn, grid) if shape_fn else (0, 0)
+    if snap is None:
+        return None
+    im = Image.fromarray(a).resize((w, h), Image.BICUBIC)
+    bg = int(np.median(a[0]))
+    return np.asarray(_pad(im, snap[0], snap[1], bg, rng), dtype=np.uint8)
+
+
 def all_fonts(font_dir):
     """The fonts of font_dir and font_dir/extra (regular, bold, italic faces)."""
     return font_files(font_dir) + sorted(glob.glob(os.path.join(font_dir, "extra", "*.ttf")))
@@ -423,7 +439,8 @@ def render_any_chunk(args):
     """Pool worker for the any-geometry training data: (seed, n, font_dir, kind, prep) -> list of (kind, text,
     image, source) where kind is "line" or "page" and image is what prep(image) returns (the family's processor, see
     train.py) and source is "old" for the first recipe's images, else "new"; kind "line" draws line_text lines, "page" pages of PAGE_KINDS, "oldline" / "oldblock" the
-    560 x 56 lines and 560 x 224 blocks of the first demo recipe (kept so the old held-out sets still read)."""
+    560 x 56 lines and 560 x 224 blocks of the first demo recipe (kept so the old held-out sets still read),
+    "scaledblock" those blocks enlarged (scale_block: the document path's pages; source "new")."""
     seed, n, font_dir, kind, prep = args
     rng = random.Random(seed)
     fonts = all_fonts(font_dir)
@@ -449,6 +466,8 @@ def render_any_chunk(args):
             bk = BLOCK_KINDS[rng.randrange(len(BLOCK_KINDS))]
             rows = make_block(rng, bk)
             text, a, k = block_text(rows), render_block(rows, bk, rng, old_fonts), "page"
+            if kind == "scaledblock":
+                a = scale_block(a, rng, shape_fn, grids["page"])
         if a is None:
             continue
         r = prep(a)

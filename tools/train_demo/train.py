@@ -251,8 +251,9 @@ class Feed:
 
 def plan_jobs(args, prep):
     """Render jobs in cycles: new lines and pages, plus the first recipe's 560 x 56 lines and 560 x 224 blocks."""
-    pattern = ["line", "page", "page", "line", "page", "oldline", "page", "oldblock"]
-    size = {"line": 400, "page": 40, "oldline": 200, "oldblock": 40}
+    pattern = ["line", "page", "page", "line", "page", "oldline", "page", "oldblock"] + \
+        ["scaledblock"] * args.scaled_blocks
+    size = {"line": 400, "page": 40, "oldline": 200, "oldblock": 40, "scaledblock": 40}
     if args.smoke:
         size = {k: max(4, v // 20) for k, v in size.items()}
     return [(args.seed * 1000003 + c * 16 + j, size[k], args.fonts, k, prep)
@@ -416,6 +417,8 @@ def main():
                     "lines read); unset: --page-frac throughout")
     ap.add_argument("--old-only", type=int, default=400, help="only the first recipe's 560 x 56 lines before this "
                     "step (a curriculum: they teach reading fastest)")
+    ap.add_argument("--scaled-blocks", type=int, default=0, help="render jobs per cycle of the first recipe's "
+                    "blocks enlarged 1.2-1.9x (data_any.scale_block: what a PDF page becomes at a longer edge)")
     ap.add_argument("--old-weight", type=float, default=1.0, help="sampling weight of the first recipe's images "
                     "relative to the new ones (per image; holds the old held-out sets in a warm start)")
     ap.add_argument("--page-start", type=int, default=1000, help="lines only before this step (a curriculum)")
@@ -440,6 +443,8 @@ def main():
     ap.add_argument("--qwen-size", default="m", choices=sorted(qwen35.SIZES), help="qwen3_5 widths (qwen35.py)")
     ap.add_argument("--stop-step", type=int, default=0, help="stop after this step of the --steps schedule")
     args = ap.parse_args()
+    if not 0 <= args.scaled_blocks <= 8:  # job seeds are cycle * 16 + position in the 8 + N pattern
+        ap.error("--scaled-blocks must be 0..8")
     if args.smoke:
         args.cycles, args.steps, args.batch, args.page_batch, args.page_start, args.old_only = 2, 16, 32, 4, 6, 3
         args.tokens, args.eval_limit, args.procs = 8000, 4, min(args.procs, 4)
