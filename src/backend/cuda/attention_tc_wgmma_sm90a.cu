@@ -1,4 +1,4 @@
-// Variants 5, 6 and 7 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu
+// Variants 5 .. 8 of the flash attention (test_hooks::set_cuda_attention_variant; attention_tc_wide.cu
 // lists the others): the wide kernel's rows and statements with one or both matrix products on Hopper's
 // warpgroup instruction (wgmma.mma_async, sm_90a), for head_dim <= 64 (the vision towers' per-image attention
 // over thousands of patches). Variant 5: S on mma.sync, P · V on wgmma; variant 6: S on wgmma, P · V on
@@ -9,6 +9,9 @@
 // linear_tc_wgmma_sm90a.cu) instead of from registers, P · V as variant 5. Variant 0's bits on the H100
 // (CudaContract.AttentionVariants, attention_bench); 1,476 us against variant 5's 1,598 there. Not yet run on
 // an H200 (where the register form below went wrong).
+// Variant 8 (twenty-sixth session, not yet run): variant 7 with the next key tile's S issued before this
+// tile's softmax, so the tensor cores compute it while the softmax runs on the CUDA cores (FlashAttention-3's
+// overlap within a warpgroup); one stage more in the K / V ring, one block of 215 registers per SM.
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
@@ -34,6 +37,7 @@
 // [n_q, heads, d], bf16 but the ranges (i32); d <= 64, padded to 64 with zeros.
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
@@ -55,9 +59,15 @@ constexpr int kQLd = DP + 8;         // q rows padded (ldmatrix, once)
 constexpr int kTileElems = BN * DP;  // one K or V tile: 64 keys x 64, 8 KB (1024-byte multiple)
 constexpr size_t kQBytes = size_t{BM} * kQLd * sizeof(bf16_t);
 constexpr size_t kKvOffset = (kQBytes + 1023) / 1024 * 1024;  // K, V rings from a 1024-byte boundary
-constexpr size_t kKvBytes = size_t{2} * STAGES * kTileElems * sizeof(bf16_t);
-constexpr size_t kSmem = kKvOffset + kKvBytes + 1024;  // + alignment slack
-constexpr size_t kFoldSmem = kSmem + size_t{kThreads} * NO * 4 * sizeof(float);
+// K / V ring depth: FORM 3 issues the next tile's S before this tile's softmax, so it needs tile ti + 1
+// landed at tile ti and keeps one stage more in flight.
+__host__ __device__ constexpr int stages_of(int form) { return form == 3 ? STAGES + 1 : STAGES; }
+__host__ __device__ constexpr size_t kv_bytes(int form) {
+  return size_t{2} * stages_of(form) * kTileElems * sizeof(bf16_t);
+}
+constexpr size_t smem_of(int form, bool folding) {  // + 1024 alignment slack; + the fold's partials
+  return kKvOffset + kv_bytes(form) + 1024 + (folding ? size_t{kThreads} * NO * 4 * sizeof(float) : 0);
+}
 
 // d[8][4] += A (the warpgroup's 64 x 16, each warp's 16 rows in registers a) · B (16 x 64 by descriptor b;
 // TRANS_B 0: B stored as its 64 n rows, k contiguous (K-major: the K tile); 1: as its 16 k rows, n contiguous
@@ -106,9 +116,11 @@ __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re
 }
 
 // FORM 0 (variant 5): S on mma.sync, P · V on wgmma; 1 (variant 6): S on wgmma with q in registers, P · V on
-// mma.sync; 2 (variant 7): S on wgmma with q in shared memory, P · V on wgmma.
+// mma.sync; 2 (variant 7): S on wgmma with q in shared memory, P · V on wgmma; 3 (variant 8): FORM 2 with the
+// next tile's S issued before this tile's softmax (the same statements per row in the same order; only when
+// they run changes), one block per SM (215 registers).
 template <int FORM>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
     attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
@@ -116,11 +128,12 @@ __global__ void __launch_bounds__(kThreads, 2)
                            const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);      // 1024-byte aligned shared address
-  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                       // [BM][kQLd]
-  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);           // [STAGES][BN][64] swizzled
-  bf16_t* vs = ks + STAGES * kTileElems;                              // [STAGES][BN][64] swizzled
-  float* os = reinterpret_cast<float*>(base + kKvOffset + kKvBytes);  // folding: [NO][4][kThreads]
+  unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);  // 1024-byte aligned shared address
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                   // [BM][kQLd]
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);       // [STAGES][BN][64] swizzled
+  constexpr int ST = stages_of(FORM);
+  bf16_t* vs = ks + ST * kTileElems;                                        // [ST][BN][64] swizzled
+  float* os = reinterpret_cast<float*>(base + kKvOffset + kv_bytes(FORM));  // folding: [NO][4][kThreads]
   __shared__ int rb[BM], re[BM], pass_b, pass_e;
   __shared__ int64_t tile_i0;
   __shared__ int tile_rows, tile_seg;
@@ -136,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   constexpr bool WS = FORM >= 1, WPV = FORM != 1;  // S, P · V on wgmma
   uint32_t qf[KD][4];  // FORM 0, 1: the warp's rows warp * 16 .. + 15 (the warpgroup's rows 16 (warp % 4) ..)
-  if constexpr (FORM == 2) {
+  if constexpr (FORM >= 2) {
     stage_queries_sw128(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
   } else {
     attn::stage_queries<BM, DP, kQLd, kThreads>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
@@ -144,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int kd = 0; kd < KD; ++kd)
       ldmatrix_x4(qf[kd], qs + (warp * 16 + lane % 16) * kQLd + kd * 16 + (lane / 16) * 8);
   }
-  // FORM 2: the warpgroup's 64 q rows, 128 bytes each.
+  // FORM 2, 3: the warpgroup's 64 q rows, 128 bytes each.
   const uint32_t q_addr = smem_addr(qs) + static_cast<uint32_t>((warp / 4) * 64 * DP * sizeof(bf16_t));
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[NO][4];
@@ -191,74 +204,67 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int n_tiles = (pe - pb + BN - 1) / BN;
     if (n_tiles <= 0) continue;
 #pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
+    for (int st = 0; st < ST - 1; ++st) {
       if (st < n_tiles) load_kv(st, pb + static_cast<int64_t>(st) * BN, pe);
       cp_async_commit();
     }
-    for (int ti = 0; ti < n_tiles; ++ti) {
-      const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
-      cp_async_wait<STAGES - 2>();
-      fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
-      __syncthreads();       // tile ti landed for every thread; slot (ti - 1) % STAGES is no longer read
-      {
-        const int nx = ti + STAGES - 1;
-        if (nx < n_tiles) load_kv(nx % STAGES, pb + static_cast<int64_t>(nx) * BN, pe);
-        cp_async_commit();
-      }
-      if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
-      bool full = true;
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) full = full && in[rr] && j0 + BN <= e[rr];
-      const uint32_t kt = ks_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
-      const uint32_t vt = vs_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
-
-      float s[NS][4];
-#pragma unroll
-      for (int b = 0; b < NS; ++b)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
-      if constexpr (FORM == 2) {
+    if constexpr (FORM == 3) {
+      // Tile ti's K or V slot in its ring (a shared address).
+      auto slot = [&](uint32_t ring, int ti) {
+        return ring + static_cast<uint32_t>((ti % ST) * kTileElems * sizeof(bf16_t));
+      };
+      // s = q · K(ti), committed, not waited for. The first step writes s without reading it (scale_d 0: 0 +
+      // x = x, the same sums as FORM 2's zeroed s), so no other instruction writes an accumulator while a
+      // wgmma is in flight (ptxas would serialise them: C7515).
+      auto issue_s = [&](float(&s)[NS][4], int ti) {
         wgmma::fence_operand(s);
         wgmma::fence();
 #pragma unroll
         for (int kd = 0; kd < KD; ++kd)
           wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s), desc_sw128<false>(q_addr + kd * 32),
-                              desc_sw128<false>(kt + kd * 32));
+                              desc_sw128<false>(slot(ks_addr, ti) + kd * 32), kd > 0);
         wgmma::commit();
-        wgmma::wait<0>();
         wgmma::fence_operand(s);
-      } else if constexpr (WS) {
-        wgmma::fence_operand(s);
-        wgmma::fence_operand(qf);
-        wgmma::fence();
+      };
+      // Tiles 0 .. ti + ST - 2 committed: wait for all but `pending`, then tile ti + ST - 1 into the slot of
+      // tile ti - 1, which no warp reads any more.
+      auto land_and_load = [&](int ti, auto pending) {
+        cp_async_wait<decltype(pending)::value>();
+        fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
+        __syncthreads();
+        const int nx = ti + ST - 1;
+        if (nx < n_tiles) load_kv(nx % ST, pb + static_cast<int64_t>(nx) * BN, pe);
+        cp_async_commit();
+      };
+      // One tile: S(ti + 1) issued into nxt, tile ti's softmax from cur meanwhile, then acc = acc * alpha +
+      // P · V(ti) once no wgmma is in flight (rescale writes acc). cur / nxt alternate between sa and sb.
+      auto step = [&](int ti, const float(&cur)[NS][4], float(&nxt)[NS][4]) {
+        land_and_load(ti, std::integral_constant<int, ST - 3>{});  // tiles ti and ti + 1 resident
+        if (folding && ti > 0 && ti % split_tiles == 0) fold();    // a split ends before this tile
+        const bool more = ti + 1 < n_tiles;
+        if (more) issue_s(nxt, ti + 1);
+        const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
+        bool full = true;
 #pragma unroll
-        for (int kd = 0; kd < KD; ++kd) wgmma_rs<0>(s, qf[kd], desc_sw128<false>(kt + kd * 32));
-        wgmma::commit();
-        wgmma::wait<0>();
-        wgmma::fence_operand(s);
-        wgmma::fence_operand(qf);
-      } else {
-        const bf16_t* kg = ks + (ti % STAGES) * kTileElems;
+        for (int rr = 0; rr < 2; ++rr) full = full && in[rr] && j0 + BN <= e[rr];
+        // On a copy of cur: scale_mask works in place, and writing registers that a wgmma accumulates into
+        // (cur is nxt's partner) while another is in flight makes ptxas serialise them.
+        float sc[NS][4];
 #pragma unroll
-        for (int kd = 0; kd < KD; ++kd)
+        for (int b = 0; b < NS; ++b)
 #pragma unroll
-          for (int b = 0; b < NS; b += 2) {
-            uint32_t bf[4];
-            const int row = b * 8 + (lane % 8) + (lane / 16) * 8, ch = kd * 2 + (lane / 8) % 2;
-            ldmatrix_x4(bf, kg + row * DP + (ch ^ (row % 8)) * 8);
-            mma_bf16(s[b], qf[kd], bf[0], bf[1]);
-            mma_bf16(s[b + 1], qf[kd], bf[2], bf[3]);
-          }
-      }
-
-      uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
-      float tmax[2] = {-INFINITY, -INFINITY};
-      attn::scale_mask<NS>(s, full, static_cast<int>(j0), in, e, scale, t, tmax);
-      float alpha[2];
-      attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
-      attn::rescale<NO>(acc, alpha);
-      // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
-      if constexpr (WPV) {
+          for (int c = 0; c < 4; ++c) sc[b][c] = cur[b][c];
+        uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
+        float tmax[2] = {-INFINITY, -INFINITY};
+        attn::scale_mask<NS>(sc, full, static_cast<int>(j0), in, e, scale, t, tmax);
+        float alpha[2];
+        attn::online_softmax<NS>(sc, tmax, m, l, alpha, pf);
+        if (more) {
+          wgmma::wait<0>();
+          wgmma::fence_operand(nxt);
+        }
+        attn::rescale<NO>(acc, alpha);
+        const uint32_t vt = slot(vs_addr, ti);
         wgmma::fence_operand(acc);
         wgmma::fence_operand(pf);
         wgmma::fence();
@@ -268,18 +274,105 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmma::wait<0>();
         wgmma::fence_operand(acc);
         wgmma::fence_operand(pf);
-      } else {
-        const bf16_t* vg = vs + (ti % STAGES) * kTileElems;
+      };
+      float sa[NS][4], sb[NS][4];
+      cp_async_wait<ST - 2>();  // tile 0
+      fence_async_shared();
+      __syncthreads();
+      issue_s(sa, 0);
+      wgmma::wait<0>();
+      wgmma::fence_operand(sa);
+      for (int ti = 0; ti < n_tiles; ti += 2) {
+        step(ti, sa, sb);
+        if (ti + 1 < n_tiles) step(ti + 1, sb, sa);
+      }
+    } else {
+      for (int ti = 0; ti < n_tiles; ++ti) {
+        const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
+        cp_async_wait<STAGES - 2>();
+        fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
+        __syncthreads();       // tile ti landed for every thread; slot (ti - 1) % STAGES is no longer read
+        {
+          const int nx = ti + STAGES - 1;
+          if (nx < n_tiles) load_kv(nx % STAGES, pb + static_cast<int64_t>(nx) * BN, pe);
+          cp_async_commit();
+        }
+        if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
+        bool full = true;
 #pragma unroll
-        for (int kk = 0; kk < NS / 2; ++kk)
+        for (int rr = 0; rr < 2; ++rr) full = full && in[rr] && j0 + BN <= e[rr];
+        const uint32_t kt = ks_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
+        const uint32_t vt = vs_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
+
+        float s[NS][4];
 #pragma unroll
-          for (int a = 0; a < NO; a += 2) {
-            uint32_t bf[4];
-            const int row = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, ch = a + lane / 16;
-            ldmatrix_x4_trans(bf, vg + row * DP + (ch ^ (row % 8)) * 8);
-            mma_bf16(acc[a], pf[kk], bf[0], bf[1]);
-            mma_bf16(acc[a + 1], pf[kk], bf[2], bf[3]);
-          }
+        for (int b = 0; b < NS; ++b)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
+        if constexpr (FORM == 2) {
+          wgmma::fence_operand(s);
+          wgmma::fence();
+#pragma unroll
+          for (int kd = 0; kd < KD; ++kd)
+            wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s), desc_sw128<false>(q_addr + kd * 32),
+                                desc_sw128<false>(kt + kd * 32));
+          wgmma::commit();
+          wgmma::wait<0>();
+          wgmma::fence_operand(s);
+        } else if constexpr (WS) {
+          wgmma::fence_operand(s);
+          wgmma::fence_operand(qf);
+          wgmma::fence();
+#pragma unroll
+          for (int kd = 0; kd < KD; ++kd) wgmma_rs<0>(s, qf[kd], desc_sw128<false>(kt + kd * 32));
+          wgmma::commit();
+          wgmma::wait<0>();
+          wgmma::fence_operand(s);
+          wgmma::fence_operand(qf);
+        } else {
+          const bf16_t* kg = ks + (ti % STAGES) * kTileElems;
+#pragma unroll
+          for (int kd = 0; kd < KD; ++kd)
+#pragma unroll
+            for (int b = 0; b < NS; b += 2) {
+              uint32_t bf[4];
+              const int row = b * 8 + (lane % 8) + (lane / 16) * 8, ch = kd * 2 + (lane / 8) % 2;
+              ldmatrix_x4(bf, kg + row * DP + (ch ^ (row % 8)) * 8);
+              mma_bf16(s[b], qf[kd], bf[0], bf[1]);
+              mma_bf16(s[b + 1], qf[kd], bf[2], bf[3]);
+            }
+        }
+
+        uint32_t pf[NS / 2][4];  // P as A fragments, one per 16 keys
+        float tmax[2] = {-INFINITY, -INFINITY};
+        attn::scale_mask<NS>(s, full, static_cast<int>(j0), in, e, scale, t, tmax);
+        float alpha[2];
+        attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
+        attn::rescale<NO>(acc, alpha);
+        // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
+        if constexpr (WPV) {
+          wgmma::fence_operand(acc);
+          wgmma::fence_operand(pf);
+          wgmma::fence();
+#pragma unroll
+          for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
+          wgmma::commit();
+          wgmma::wait<0>();
+          wgmma::fence_operand(acc);
+          wgmma::fence_operand(pf);
+        } else {
+          const bf16_t* vg = vs + (ti % STAGES) * kTileElems;
+#pragma unroll
+          for (int kk = 0; kk < NS / 2; ++kk)
+#pragma unroll
+            for (int a = 0; a < NO; a += 2) {
+              uint32_t bf[4];
+              const int row = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, ch = a + lane / 16;
+              ldmatrix_x4_trans(bf, vg + row * DP + (ch ^ (row % 8)) * 8);
+              mma_bf16(acc[a], pf[kk], bf[0], bf[1]);
+              mma_bf16(acc[a + 1], pf[kk], bf[2], bf[3]);
+            }
+        }
       }
     }
     if (folding) fold();  // the pass's last split
@@ -314,20 +407,21 @@ bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const 
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
   if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
   constexpr decltype(&attention_wgmma_kernel<0>) kForms[] = {
-      attention_wgmma_kernel<0>, attention_wgmma_kernel<1>, attention_wgmma_kernel<2>};
-  TF_CHECK(form >= 0 && form < 3);
+      attention_wgmma_kernel<0>, attention_wgmma_kernel<1>, attention_wgmma_kernel<2>,
+      attention_wgmma_kernel<3>};
+  TF_CHECK(form >= 0 && form < 4);
   auto kernel = kForms[form];
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
-    for (auto* f : kForms)
-      TF_CUDA_CHECK(
-          cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFoldSmem)));
+    for (int f = 0; f < 4; ++f)
+      TF_CUDA_CHECK(cudaFuncSetAttribute(kForms[f], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem_of(f, true))));
   });
   const bool folding = split > 0;
   const int64_t tiles = blocks_for(n_q, BM) + (pg.seg_rows ? pg.n_seg : 0);
   TF_CHECK(tiles < (int64_t{1} << 31) && heads <= 65535);
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(heads));
-  kernel<<<grid, kThreads, folding ? kFoldSmem : kSmem, s>>>(
+  kernel<<<grid, kThreads, smem_of(form, folding), s>>>(
       ptr<const bf16_t>(q), ptr<const bf16_t>(k), ptr<const bf16_t>(v), ptr<const int32_t>(key_ranges), scale,
       ptr<bf16_t>(out), n_q, n_k, static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(d),
       pg.tables, pg.max_blocks, pg.seg_rows, pg.n_seg, folding ? split / BN : INT_MAX, folding);

@@ -52,8 +52,9 @@ __device__ __forceinline__ void fence_operand(T (&x)[N]) {
 
 // d[32] += A (64 x 16, descriptor a) · B (16 x 64, descriptor b), both operands K-major in shared memory; d
 // in the accumulator layout above (d[4q .. 4q + 3]: columns 8q ..). The wgmma linear's m64 x n64 step and the
-// flash attention's S = q · Kᵀ (variant 7, its [8][4] scores viewed as 32).
-__device__ __forceinline__ void m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b) {
+// flash attention's S = q · Kᵀ (variants 7, 8, its [8][4] scores viewed as 32). scale_d 0: d = A · B, d's
+// values not read (no instruction has to zero it first: variant 8 keeps a wgmma in flight meanwhile).
+__device__ __forceinline__ void m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -66,7 +67,7 @@ __device__ __forceinline__ void m64n64k16_ss(float (&d)[32], uint64_t a, uint64_
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
         "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
         "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(scale_d));
 #else
   __trap();  // built for sm_90a only (the caller checks the device)
 #endif
