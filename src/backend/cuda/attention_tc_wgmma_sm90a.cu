@@ -37,7 +37,6 @@
 // [n_q, heads, d], bf16 but the ranges (i32); d <= 64, padded to 64 with zeros.
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 
 #include "backend/cuda/attention_split.cuh"
 #include "backend/cuda/common.cuh"
@@ -93,6 +92,20 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 #endif
 }
 
+// acc += P · V(tile at vt): keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step), P as
+// the A fragments online_softmax packs; waited for (every group of the warpgroup) and pinned on return.
+__device__ __forceinline__ void pv_wgmma(float (&acc)[NO][4], uint32_t (&pf)[NS / 2][4], uint32_t vt) {
+  wgmma::fence_operand(acc);
+  wgmma::fence_operand(pf);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operand(acc);
+  wgmma::fence_operand(pf);
+}
+
 // Variant 7's q staging: stage_queries' copies into the 128-byte swizzle (row r's 16-byte chunk c at c ^ (r %
 // 8), 128 bytes a row, d < 64 zero-filled), made visible to the async proxy before the barrier.
 __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re,
@@ -130,8 +143,8 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
   const uint32_t raw = smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);  // 1024-byte aligned shared address
   bf16_t* qs = reinterpret_cast<bf16_t*>(base);                   // [BM][kQLd]
-  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);       // [STAGES][BN][64] swizzled
   constexpr int ST = stages_of(FORM);
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);                 // [ST][BN][64] swizzled
   bf16_t* vs = ks + ST * kTileElems;                                        // [ST][BN][64] swizzled
   float* os = reinterpret_cast<float*>(base + kKvOffset + kv_bytes(FORM));  // folding: [NO][4][kThreads]
   __shared__ int rb[BM], re[BM], pass_b, pass_e;
@@ -226,21 +239,20 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
         wgmma::commit();
         wgmma::fence_operand(s);
       };
-      // Tiles 0 .. ti + ST - 2 committed: wait for all but `pending`, then tile ti + ST - 1 into the slot of
-      // tile ti - 1, which no warp reads any more.
-      auto land_and_load = [&](int ti, auto pending) {
-        cp_async_wait<decltype(pending)::value>();
-        fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
-        __syncthreads();
-        const int nx = ti + ST - 1;
-        if (nx < n_tiles) load_kv(nx % ST, pb + static_cast<int64_t>(nx) * BN, pe);
-        cp_async_commit();
-      };
       // One tile: S(ti + 1) issued into nxt, tile ti's softmax from cur meanwhile, then acc = acc * alpha +
       // P · V(ti) once no wgmma is in flight (rescale writes acc). cur / nxt alternate between sa and sb.
       auto step = [&](int ti, const float(&cur)[NS][4], float(&nxt)[NS][4]) {
-        land_and_load(ti, std::integral_constant<int, ST - 3>{});  // tiles ti and ti + 1 resident
-        if (folding && ti > 0 && ti % split_tiles == 0) fold();    // a split ends before this tile
+        // Tiles 0 .. ti + ST - 2 committed: all but the last ST - 3 landed (tiles ti and ti + 1 resident for
+        // every thread), then tile ti + ST - 1 into the slot of tile ti - 1, which no warp reads any more.
+        cp_async_wait<ST - 3>();
+        fence_async_shared();  // the copies (generic proxy) before wgmma reads them (async proxy)
+        __syncthreads();
+        {
+          const int nx = ti + ST - 1;
+          if (nx < n_tiles) load_kv(nx % ST, pb + static_cast<int64_t>(nx) * BN, pe);
+          cp_async_commit();
+        }
+        if (folding && ti > 0 && ti % split_tiles == 0) fold();  // a split ends before this tile
         const bool more = ti + 1 < n_tiles;
         if (more) issue_s(nxt, ti + 1);
         const int64_t j0 = pb + static_cast<int64_t>(ti) * BN;
@@ -264,16 +276,7 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
           wgmma::fence_operand(nxt);
         }
         attn::rescale<NO>(acc, alpha);
-        const uint32_t vt = slot(vs_addr, ti);
-        wgmma::fence_operand(acc);
-        wgmma::fence_operand(pf);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
-        wgmma::commit();
-        wgmma::wait<0>();
-        wgmma::fence_operand(acc);
-        wgmma::fence_operand(pf);
+        pv_wgmma(acc, pf, slot(vs_addr, ti));
       };
       float sa[NS][4], sb[NS][4];
       cp_async_wait<ST - 2>();  // tile 0
@@ -349,17 +352,9 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
         float alpha[2];
         attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
         attn::rescale<NO>(acc, alpha);
-        // acc += P · V: keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step).
+        // acc += P · V: keys in increasing 16s.
         if constexpr (WPV) {
-          wgmma::fence_operand(acc);
-          wgmma::fence_operand(pf);
-          wgmma::fence();
-#pragma unroll
-          for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
-          wgmma::commit();
-          wgmma::wait<0>();
-          wgmma::fence_operand(acc);
-          wgmma::fence_operand(pf);
+          pv_wgmma(acc, pf, vt);
         } else {
           const bf16_t* vg = vs + (ti % STAGES) * kTileElems;
 #pragma unroll
