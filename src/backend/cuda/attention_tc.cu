@@ -268,10 +268,16 @@ constexpr int kDefaultVariant = 7;
 // whichever runs, as the contract checks); unset, empty or out of range: the default.
 std::atomic<int> g_variant{
     env_choice("TF_CUDA_ATTENTION_VARIANT", 0, attention_tc_wide_variants(), kDefaultVariant)};
-std::atomic<int> g_split{attn::kKeySplit};  // keys per split (test hook)
-std::atomic<bool> g_partials{true};         // may few-row calls run split-parallel (test hook)
-std::atomic<int> g_pack{-1};                // pack kv-head groups: -1 by the grid size, 0 never, 1 always
-std::atomic<bool> g_decode_form{true};      // few-row calls in attention_tc_decode.cu's blocks (test hook)
+// Keys per split (attention_split.cuh): TF_CUDA_ATTENTION_SPLIT=N (a multiple of 64) for whole-run A/B of
+// another split size (a row's bits change with it, consistently in every form), the test hook for tests.
+int split_default() {
+  const int keys = env_choice("TF_CUDA_ATTENTION_SPLIT", 64, 1 << 20, attn::kKeySplit);
+  return keys % 64 == 0 ? keys : attn::kKeySplit;
+}
+std::atomic<int> g_split{split_default()};
+std::atomic<bool> g_partials{true};     // may few-row calls run split-parallel (test hook)
+std::atomic<int> g_pack{-1};            // pack kv-head groups: -1 by the grid size, 0 never, 1 always
+std::atomic<bool> g_decode_form{true};  // few-row calls in attention_tc_decode.cu's blocks (test hook)
 // Packed blocks are fewer (heads / kv_heads times): in the 64-row form, below about one wave of them a
 // one-sequence decode is faster unpacked (H200: 1B 23.9 against 29.6 µs, Qwen3.5 39 against 56 at one
 // sequence over 2,333 keys), above it packed (64 sequences: 1B 476 -> 315 µs, Qwen3.5 381 -> 175). The decode
@@ -420,7 +426,7 @@ int cuda_attention_variants() { return 1 + tf::cuda::attention_tc_wide_variants(
 int cuda_attention_default() { return tf::cuda::kDefaultVariant; }
 bool set_cuda_attention_split(int keys) {
   TF_CHECK(keys >= 0 && keys % 64 == 0);
-  tf::cuda::g_split.store(keys == 0 ? tf::cuda::attn::kKeySplit : keys, std::memory_order_relaxed);
+  tf::cuda::g_split.store(keys == 0 ? tf::cuda::split_default() : keys, std::memory_order_relaxed);
   return true;
 }
 bool set_cuda_attention_partials(bool on) {
