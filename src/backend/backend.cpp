@@ -135,6 +135,7 @@ bool set_cuda_attention_partials(bool) { return false; }
 bool set_cuda_attention_pack(int) { return false; }
 bool set_cuda_attention_decode_form(bool) { return false; }
 bool set_cuda_attention_decode_chunks(int) { return false; }
+bool set_cuda_attention_fused_merge(int) { return false; }
 bool set_cuda_attention_decode_warps(int) { return false; }
 bool set_cuda_pdl(bool) { return false; }
 bool set_cuda_delta_rule_variant(int) { return false; }

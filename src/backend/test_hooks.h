@@ -87,9 +87,9 @@ bool set_cuda_attention_variant(int which);
 int cuda_attention_variants();  // 0 without CUDA
 int cuda_attention_default();   // the variant production runs
 // The flash attention's key splits (backend/cuda/attention_split.cuh): keys per split (a multiple of 64; 0
-// restores the production 512), which moves the fold points of every row with more keys on purpose; and
-// whether calls of few rows per sequence may run one block per split (true, production) or fold in the
-// block (false; the same bits). False without CUDA.
+// restores production's: 512 at head_dim <= 64, 256 above), which moves the fold points of every row with
+// more keys on purpose; and whether calls of few rows per sequence may run one block per split (true,
+// production) or fold in the block (false; the same bits). False without CUDA.
 bool set_cuda_attention_split(int keys);
 bool set_cuda_attention_partials(bool on);
 // Whether the split-parallel form packs the query heads of a kv head into one block: -1 (production) when
@@ -102,6 +102,10 @@ bool set_cuda_attention_decode_form(bool on);
 // four key tiles: -1 (production) by that rule, 0 never, 1 whenever the call does not fold its key splits in
 // the block; the same bits. False without CUDA.
 bool set_cuda_attention_decode_chunks(int mode);
+// Split-parallel few-row calls: 1 (production) the last block of each row group folds the splits
+// (attention_decode.cuh, merge_if_last), 0 a merge launch (attention_merge.cu); the same bits. False without
+// CUDA.
+bool set_cuda_attention_fused_merge(int mode);
 // Warps per block of attention_tc_decode.cu's tile ring: 0 (production) eight while the call's blocks fit on
 // the SMs at once, else four; 4 or 8 always; the same bits. False without CUDA.
 bool set_cuda_attention_decode_warps(int warps);

@@ -130,4 +130,31 @@ __device__ __forceinline__ void store_dec_partial(const Partials& part, const De
     }
 }
 
+// After store_dec_partial, with part.done: the block that stores the last of its column's n_split partials
+// (counted on part.done[blockIdx.y * gridDim.x + blockIdx.x], reset to zero by it) folds every split of its
+// rows into out with attention_merge.cu's statements (merge_splits), so the bits are the merge launch's. The
+// other blocks return. Each thread's stores are fenced before the block's count (the partials of a column's
+// earlier blocks are visible to the last one, which reads them past L1).
+template <int THREADS>
+__device__ __forceinline__ void merge_if_last(const Partials& part, const DecRows& R, int64_t i0, int n_rows,
+                                              int64_t n_q, int heads, int d, bf16_t* __restrict__ out) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* count = part.done + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+    last = atomicAdd(count, 1) == part.n_split - 1;
+    if (last) *count = 0;  // every split of the column has counted: zero for the next call
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int64_t stride = n_q * heads;
+  for (int e = threadIdx.x; e < n_rows * d; e += THREADS) {
+    const int r = e / d, col = e % d;
+    const int64_t row_head = (i0 + R.q(r)) * heads + R.head(r);
+    out[row_head * d + col] = f2bf(merge_splits(part, stride, row_head, d, col));
+  }
+}
+
 }  // namespace tf::cuda::attn

@@ -24,18 +24,8 @@ __global__ void __launch_bounds__(kThreads)
   pdl_trigger();
   const int64_t row_head = blockIdx.x;  // i * heads + h
   const int64_t stride = n_q * heads;   // one split's (row, head) entries
-  for (int col = threadIdx.x; col < d; col += kThreads) {
-    float M = -INFINITY, L = 0.0f, O = 0.0f;
-    for (int z = 0; z < part.n_split; ++z) {
-      const int64_t at = z * stride + row_head;
-      float cr = 0.0f, cs = 0.0f;
-      const attn::FoldOp op = attn::fold_ml(M, L, part.ml[2 * at], part.ml[2 * at + 1], cr, cs);
-      const float a = part.acc[at * d + col];
-      if (op == attn::FoldOp::kCopy) O = a;
-      if (op == attn::FoldOp::kFold) O = attn::fold_o(O, a, cr, cs);
-    }
-    out[row_head * d + col] = f2bf(L > 0.0f ? O / L : 0.0f);
-  }
+  for (int col = threadIdx.x; col < d; col += kThreads)
+    out[row_head * d + col] = f2bf(attn::merge_splits(part, stride, row_head, d, col));
 }
 
 }  // namespace
@@ -43,6 +33,12 @@ __global__ void __launch_bounds__(kThreads)
 float* attention_partials(cudaStream_t s, int64_t floats) {
   static DeviceWorkspace ws(kWorkspaceFloats);  // none: the callers fold in the block instead, same bits
   return ws.get(s, floats);
+}
+
+int* attention_merge_counters(cudaStream_t s, int64_t n) {
+  // 1 Mi counters (4 MiB): a decode step's (piece, head group) columns, e.g. 256 sequences x 64 heads.
+  static DeviceWorkspace ws(int64_t{1} << 20, /*zeroed=*/true);
+  return reinterpret_cast<int*>(ws.get(s, n));
 }
 
 void launch_attention_merge(cudaStream_t s, const attn::Partials& part, int64_t n_q, int heads, int d,

@@ -1,7 +1,8 @@
 // Fixed key splits of the flash attention (attention_tc.cu, attention_tc_wide.cu, attention_merge.cu).
 //
 // A query row's keys [b, e) are cut into splits of S keys counted from its own range begin b: split z is
-// [b + z S, min(e, b + (z + 1) S)), S = 512 (a multiple of every key tile: 64, or 32 at head_dim 256).
+// [b + z S, min(e, b + (z + 1) S)), S = 512 at head_dim <= 64, 256 above (split_keys; a multiple of every key
+// tile: 64, or 32 at head_dim 256).
 // Each split runs the flash tile loop from a fresh state (m = -inf, l = 0, acc = 0) and ends with
 // (m_z, l_z, acc_z); the row's result folds the splits left to right:
 //
@@ -19,7 +20,8 @@
 //   shared memory, private to the thread, so no barrier);
 // - one block per split, each writing its (m_z, l_z, acc_z) to a workspace, then attention_merge.cu's
 //   kernel folding them in the same order with the same expressions (decode: a one-row sequence's keys
-//   spread over several multiprocessors instead of one).
+//   spread over several multiprocessors instead of one), or the last of a row group's blocks folding them
+//   with those expressions (merge_splits; attention_decode.cuh's merge_if_last), no second launch.
 // The products and sums of the fold are written with __fmul_rn / __fadd_rn so that no kernel contracts
 // them into an FMA differently from another.
 #pragma once
@@ -33,7 +35,11 @@
 
 namespace tf::cuda::attn {
 
-constexpr int kKeySplit = 512;  // keys per split (the default; a test hook may change it)
+constexpr int kKeySplit = 512;      // keys per split at head_dim <= 64 (the vision towers)
+constexpr int kKeySplitWide = 256;  // at head_dim > 64 (the decoders: more blocks for one decoding row)
+// The split of a head_dim: a function of the weights' shapes alone (a test hook or TF_CUDA_ATTENTION_SPLIT
+// may set another for every head_dim: attention_tc.cu).
+inline int split_keys(int64_t d) { return d > 64 ? kKeySplitWide : kKeySplit; }
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ float ex2(float x) {
@@ -252,11 +258,32 @@ __device__ __forceinline__ void fold_fragment(float (&M)[2], float (&L)[2], floa
 
 // The split-parallel form's workspace (attention_merge.cu): for split z, row i, head h:
 // ml[((z * n_q + i) * heads + h) * 2 + {0, 1}] = (m, l), acc[((z * n_q + i) * heads + h) * d + col].
+// done (the few-row forms, attention_decode.cuh's merge_if_last): one counter per (piece, head group) block
+// column, zero between calls; the block that finishes a column's splits last folds them itself, so no merge
+// launch follows. Null: attention_merge.cu's kernel folds them.
 struct Partials {
   float* ml = nullptr;
   float* acc = nullptr;
   int n_split = 0;  // blocks per (rows, head) along the keys: gridDim.z
+  int* done = nullptr;
 };
+
+// The fold of one (row, head) entry's splits z = 0 .. n_split - 1 at column col, in split order, divided by
+// its L: the value out rounds (row_head = i * heads + h; stride = n_q * heads, one split's entries). The
+// loads bypass L1 (another block of the same grid may have written them: merge_if_last).
+__device__ __forceinline__ float merge_splits(const Partials& part, int64_t stride, int64_t row_head, int d,
+                                              int col) {
+  float M = -INFINITY, L = 0.0f, O = 0.0f;
+  for (int z = 0; z < part.n_split; ++z) {
+    const int64_t at = z * stride + row_head;
+    float cr = 0.0f, cs = 0.0f;
+    const FoldOp op = fold_ml(M, L, __ldcg(part.ml + 2 * at), __ldcg(part.ml + 2 * at + 1), cr, cs);
+    const float a = __ldcg(part.acc + at * d + col);
+    if (op == FoldOp::kCopy) O = a;
+    if (op == FoldOp::kFold) O = fold_o(O, a, cr, cs);
+  }
+  return L > 0.0f ? O / L : 0.0f;
+}
 
 }  // namespace tf::cuda::attn
 
@@ -265,6 +292,9 @@ namespace tf::cuda {
 // attention_merge.cu: the current device's partials workspace when it holds `floats` floats (allocated once,
 // at the first call outside a stream capture, and never moved: captured graphs keep its address), else null.
 float* attention_partials(cudaStream_t s, int64_t floats);
+// attention_merge.cu: the current device's zeroed merge counters when `n` fit (the same allocation rules),
+// else null.
+int* attention_merge_counters(cudaStream_t s, int64_t n);
 // attention_tc_decode.cu: attention_tc.cu's arithmetic in blocks of <= 16 rows whose four warps share each
 // key tile (calls of few rows per sequence); dp: head_dim padded (64, 80, 128, 256); the splits, partials and
 // packing as attention_tc.cu's launch chose them (the caller merges the partials).

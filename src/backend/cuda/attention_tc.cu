@@ -268,13 +268,23 @@ constexpr int kDefaultVariant = 7;
 // whichever runs, as the contract checks); unset, empty or out of range: the default.
 std::atomic<int> g_variant{
     env_choice("TF_CUDA_ATTENTION_VARIANT", 0, attention_tc_wide_variants(), kDefaultVariant)};
-// Keys per split (attention_split.cuh): TF_CUDA_ATTENTION_SPLIT=N (a multiple of 64) for whole-run A/B of
-// another split size (a row's bits change with it, consistently in every form), the test hook for tests.
-int split_default() {
-  const int keys = env_choice("TF_CUDA_ATTENTION_SPLIT", 64, 1 << 20, attn::kKeySplit);
-  return keys % 64 == 0 ? keys : attn::kKeySplit;
+// Keys per split (attention_split.cuh): 0, the default, is attn::split_keys(head_dim);
+// TF_CUDA_ATTENTION_SPLIT=N (a multiple of 64) sets N for every head_dim, for whole-run A/B of another split
+// size (a row's bits change with it, consistently in every form); test_hooks::set_cuda_attention_split for
+// tests.
+int split_env() {
+  const int keys = env_choice("TF_CUDA_ATTENTION_SPLIT", 0, 1 << 20, 0);
+  return keys % 64 == 0 ? keys : 0;
 }
-std::atomic<int> g_split{split_default()};
+std::atomic<int> g_split{split_env()};
+int split_of(int64_t d) {
+  const int keys = g_split.load(std::memory_order_relaxed);
+  return keys > 0 ? keys : attn::split_keys(d);
+}
+// Split-parallel few-row calls fold their splits in their last block (attention_decode.cuh, merge_if_last)
+// instead of a merge launch: 1 (default), 0 the merge launch; the same bits. TF_CUDA_ATTENTION_FUSED_MERGE
+// for whole-run A/B, test_hooks::set_cuda_attention_fused_merge for tests.
+std::atomic<int> g_fused_merge{env_choice("TF_CUDA_ATTENTION_FUSED_MERGE", 0, 1, 1)};
 std::atomic<bool> g_partials{true};     // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};            // pack kv-head groups: -1 by the grid size, 0 never, 1 always
 std::atomic<bool> g_decode_form{true};  // few-row calls in attention_tc_decode.cu's blocks (test hook)
@@ -305,7 +315,7 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
   // The key splits (attention_split.cuh) by the longest range the call can hold: none needed; one block
   // per split when the sequences have few rows each (decode, draft verification) and the workspace holds
   // the partials; else folded in the block. The three give the same bits.
-  const int split = g_split.load(std::memory_order_relaxed);
+  const int split = split_of(d);
   int split_tiles = INT_MAX;
   bool folding = false;
   attn::Partials part;
@@ -343,9 +353,12 @@ void launch_dp(cudaStream_t s, const bf16_t* q, const bf16_t* k, const bf16_t* v
                      (want == 1 || (want < 0 && (decode_form || packed_blocks >= kPackMinBlocks)));
   const int pack = packs ? group : 1;
   if (decode_form) {
+    // The counters: one per block column of the decode forms' grid (heads x pieces at most).
+    if (part.n_split > 0 && g_fused_merge.load(std::memory_order_relaxed) == 1)
+      part.done = attention_merge_counters(s, static_cast<int64_t>(heads) * (n_q + pg.n_seg));
     launch_attention_tc_decode(DP, s, q, k, v, ranges, scale, out, n_q, n_k, heads, kv_heads, d, pg,
                                split_tiles, folding, part, pack);
-    if (part.n_split > 0) launch_attention_merge(s, part, n_q, heads, d, out);
+    if (part.n_split > 0 && !part.done) launch_attention_merge(s, part, n_q, heads, d, out);
     return;
   }
   const int bq = 16 * warps / pack;
@@ -377,7 +390,7 @@ void launch_any(cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& 
   // The longest key range a row of the call can have: its sequence's table (paged), else all keys.
   const int64_t max_keys = pg.seg_rows ? static_cast<int64_t>(pg.max_blocks) * kKvBlock : n_k;
   const int variant = g_variant.load(std::memory_order_relaxed);
-  const int split = g_split.load(std::memory_order_relaxed);
+  const int split = split_of(d);
   if (variant != 0 &&
       launch_attention_tc_wide(variant, s, q, k, v, key_ranges, scale, out, pg, max_keys > split ? split : 0))
     return;
@@ -426,7 +439,12 @@ int cuda_attention_variants() { return 1 + tf::cuda::attention_tc_wide_variants(
 int cuda_attention_default() { return tf::cuda::kDefaultVariant; }
 bool set_cuda_attention_split(int keys) {
   TF_CHECK(keys >= 0 && keys % 64 == 0);
-  tf::cuda::g_split.store(keys == 0 ? tf::cuda::split_default() : keys, std::memory_order_relaxed);
+  tf::cuda::g_split.store(keys == 0 ? tf::cuda::split_env() : keys, std::memory_order_relaxed);
+  return true;
+}
+bool set_cuda_attention_fused_merge(int mode) {
+  TF_CHECK(mode == 0 || mode == 1);
+  tf::cuda::g_fused_merge.store(mode, std::memory_order_relaxed);
   return true;
 }
 bool set_cuda_attention_partials(bool on) {

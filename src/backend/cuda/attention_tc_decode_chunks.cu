@@ -231,6 +231,7 @@ __global__ void __launch_bounds__(kThreads)
   if (part.n_split > 0) {  // this split's (m, l, acc) of every row, for the merge
     attn::store_dec_partial<2 * OP, NO>(part, R, m, l, acc, block_of, i0, n_rows, n_q, heads, d, r_lo, r_hi,
                                         warp == 0);
+    if (part.done) attn::merge_if_last<kThreads>(part, R, i0, n_rows, n_q, heads, d, out);
     return;
   }
 #pragma unroll

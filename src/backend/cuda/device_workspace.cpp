@@ -19,6 +19,8 @@ float* DeviceWorkspace::get(cudaStream_t s, int64_t floats) {
       (void)cudaGetLastError();
       ws_[dev] = nullptr;
       failed_[dev] = true;
+    } else if (zeroed_) {
+      TF_CUDA_CHECK(cudaMemsetAsync(ws_[dev], 0, static_cast<size_t>(cap_) * sizeof(float), s));
     }
   }
   return ws_[dev];

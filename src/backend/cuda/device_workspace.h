@@ -10,7 +10,9 @@ namespace tf::cuda {
 
 class DeviceWorkspace {
  public:
-  explicit DeviceWorkspace(int64_t capacity_floats) : cap_(capacity_floats) {}
+  // zeroed: the buffer is zero when first handed out (cleared on the caller's stream).
+  explicit DeviceWorkspace(int64_t capacity_floats, bool zeroed = false)
+      : cap_(capacity_floats), zeroed_(zeroed) {}
   // The current device's buffer of capacity_floats floats when it holds `floats`: allocated at the first call
   // outside a stream capture and never moved (captured graphs keep its address). Null where `floats` is more
   // than the capacity, inside a capture before the first allocation, or when the device had no memory left
@@ -20,6 +22,7 @@ class DeviceWorkspace {
  private:
   static constexpr int kMaxDevices = 64;
   const int64_t cap_;
+  const bool zeroed_;
   std::mutex mu_;
   float* ws_[kMaxDevices] = {};
   bool failed_[kMaxDevices] = {};

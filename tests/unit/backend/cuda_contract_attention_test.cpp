@@ -326,14 +326,15 @@ TEST_F(CudaContract, AttentionVariants) {
 }
 
 // ---- key splits --------------------------------------------------------------------------------
-// attention_split.cuh: a row's keys are folded every 512 keys from its range begin, inside the block
-// (prefill, vision) or one block per split and a merge (calls of few rows per sequence, whose blocks also
-// pack the query heads of one kv head as rows). Decode rows (and 5-row verifications) over caches around and
-// past the split points must have the bits of the same rows inside prefill chunks (the wide variant, or
-// variant 0 at head_dim 256), of the same call folded in the block (partials off), of the call with a wider
-// block table (a decode graph's), and of each row alone over its keys laid out contiguously; and stay within
-// the CPU tolerance. Control: split points moved to every 256 keys must change exactly the rows with more
-// than 256 keys, so the exact comparisons would see a fold placed by anything but the row's own range.
+// attention_split.cuh: a row's keys are folded every 512 keys (256 at head_dim > 64) from its range begin,
+// inside the block (prefill, vision) or one block per split and a merge (calls of few rows per sequence,
+// whose blocks also pack the query heads of one kv head as rows). Decode rows (and 5-row verifications) over
+// caches around and past the split points must have the bits of the same rows inside prefill chunks (the wide
+// variant, or variant 0 at head_dim 256), of the same call folded in the block (partials off), of the call
+// with a wider block table (a decode graph's), and of each row alone over its keys laid out contiguously; and
+// stay within the CPU tolerance. Control: split points moved to every 256 keys (128 at head_dim > 64) must
+// change exactly the rows with more keys than that, so the exact comparisons would see a fold placed by
+// anything but the row's own range.
 Buffer pick_rows(const Buffer& b, const std::vector<int64_t>& rows) {
   const int64_t row = b.numel() / b.shape()[0];
   const size_t bytes = static_cast<size_t>(row) * dtype_size(b.dtype());
@@ -364,6 +365,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
       test_hooks::set_cuda_attention_decode_form(true);
       test_hooks::set_cuda_attention_decode_chunks(-1);
       test_hooks::set_cuda_attention_decode_warps(0);
+      test_hooks::set_cuda_attention_fused_merge(1);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -437,6 +439,17 @@ TEST_F(CudaContract, AttentionKeySplits) {
             << "verification rows, " << warps << " warps, partials " << partials;
       }
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_warps(0));
+    for (int chunks : {0, 1}) {  // the merge launch instead of the last block's fold: the same bits
+      ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(chunks));
+      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(0));
+      EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
+          << "merge launch, chunks " << chunks;
+      EXPECT_TRUE(Exact(pick_rows(prefill, last5), run_paged_rows(dev(), in, pick_rows(in.q, last5),
+                                                                  i32({static_cast<int64_t>(n_seg) + 1}, sr5),
+                                                                  pick_rows(in.ranges, last5), in.tables)))
+          << "verification rows, merge launch, chunks " << chunks;
+      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(1));
+    }
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(-1));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
     EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
@@ -452,14 +465,16 @@ TEST_F(CudaContract, AttentionKeySplits) {
     EXPECT_TRUE(NearAbs(run_paged_rows(cpu(), in, q1, s1, r1, in.tables), decode, cat("decode rows d ", d),
                         attention_tol(in.v_pool)));
 
-    ASSERT_TRUE(test_hooks::set_cuda_attention_split(256));
+    const int64_t control = d > 64 ? 128 : 256;  // production: 256 / 512
+    ASSERT_TRUE(test_hooks::set_cuda_attention_split(static_cast<int>(control)));
     const Buffer moved = run_paged_rows(dev(), in, q1, s1, r1, in.tables);
     ASSERT_TRUE(test_hooks::set_cuda_attention_split(0));
     for (size_t s = 0; s < n_seg; ++s) {
       const auto r = static_cast<int64_t>(s);
       EXPECT_EQ(static_cast<bool>(Differs(rows_of(moved, r, r + 1), rows_of(decode, r, r + 1))),
-                c.n_keys[s] > 256)
-          << "control: split points every 256 keys, segment " << s << " (" << c.n_keys[s] << " keys)";
+                c.n_keys[s] > control)
+          << "control: split points every " << control << " keys, segment " << s << " (" << c.n_keys[s]
+          << " keys)";
     }
   }
 }
