@@ -102,9 +102,8 @@ bool set_cuda_attention_decode_form(bool on);
 // four key tiles: -1 (production) by that rule, 0 never, 1 whenever the call does not fold its key splits in
 // the block; the same bits. False without CUDA.
 bool set_cuda_attention_decode_chunks(int mode);
-// Split-parallel few-row calls: 1 (production) the last block of each row group folds the splits
-// (attention_decode.cuh, merge_if_last), 0 a merge launch (attention_merge.cu); the same bits. False without
-// CUDA.
+// Split-parallel few-row calls: 0 (production) a merge launch folds the splits (attention_merge.cu), 1 the
+// last block of each row group (attention_decode.cuh, merge_if_last); the same bits. False without CUDA.
 bool set_cuda_attention_fused_merge(int mode);
 // Warps per block of attention_tc_decode.cu's tile ring: 0 (production) eight while the call's blocks fit on
 // the SMs at once, else four; 4 or 8 always; the same bits. False without CUDA.

@@ -281,10 +281,13 @@ int split_of(int64_t d) {
   const int keys = g_split.load(std::memory_order_relaxed);
   return keys > 0 ? keys : attn::split_keys(d);
 }
-// Split-parallel few-row calls fold their splits in their last block (attention_decode.cuh, merge_if_last)
-// instead of a merge launch: 1 (default), 0 the merge launch; the same bits. TF_CUDA_ATTENTION_FUSED_MERGE
-// for whole-run A/B, test_hooks::set_cuda_attention_fused_merge for tests.
-std::atomic<int> g_fused_merge{env_choice("TF_CUDA_ATTENTION_FUSED_MERGE", 0, 1, 1)};
+// Split-parallel few-row calls fold their splits in a merge launch (0, the default) or in their last block
+// (1: attention_decode.cuh, merge_if_last); the same bits. Measured on the H200 (BENCHMARKS.md,
+// twenty-seventh session) the last block's fold is slower: one Qwen3.5 sequence over 2,333 keys 27.5 -> 43.9
+// us, the 1B's page decode 675 -> 644 tok/s (each thread folds several columns, each a chain of L2 loads over
+// the splits, where the merge launch spreads them over a block per row and head).
+// TF_CUDA_ATTENTION_FUSED_MERGE for whole-run A/B, test_hooks::set_cuda_attention_fused_merge for tests.
+std::atomic<int> g_fused_merge{env_choice("TF_CUDA_ATTENTION_FUSED_MERGE", 0, 1, 0)};
 std::atomic<bool> g_partials{true};     // may few-row calls run split-parallel (test hook)
 std::atomic<int> g_pack{-1};            // pack kv-head groups: -1 by the grid size, 0 never, 1 always
 std::atomic<bool> g_decode_form{true};  // few-row calls in attention_tc_decode.cu's blocks (test hook)

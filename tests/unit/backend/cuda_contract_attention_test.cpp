@@ -365,7 +365,7 @@ TEST_F(CudaContract, AttentionKeySplits) {
       test_hooks::set_cuda_attention_decode_form(true);
       test_hooks::set_cuda_attention_decode_chunks(-1);
       test_hooks::set_cuda_attention_decode_warps(0);
-      test_hooks::set_cuda_attention_fused_merge(1);
+      test_hooks::set_cuda_attention_fused_merge(0);
     }
   } restore;
   const PagedCase c{{130, 130, 130, 130, 130, 130}, {511, 512, 513, 1025, 2333, 4000}};
@@ -439,16 +439,16 @@ TEST_F(CudaContract, AttentionKeySplits) {
             << "verification rows, " << warps << " warps, partials " << partials;
       }
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_warps(0));
-    for (int chunks : {0, 1}) {  // the merge launch instead of the last block's fold: the same bits
+    for (int chunks : {0, 1}) {  // the last block's fold instead of the merge launch: the same bits
       ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(chunks));
-      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(0));
+      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(1));
       EXPECT_TRUE(Exact(decode, run_paged_rows(dev(), in, q1, s1, r1, in.tables)))
-          << "merge launch, chunks " << chunks;
+          << "last block's fold, chunks " << chunks;
       EXPECT_TRUE(Exact(pick_rows(prefill, last5), run_paged_rows(dev(), in, pick_rows(in.q, last5),
                                                                   i32({static_cast<int64_t>(n_seg) + 1}, sr5),
                                                                   pick_rows(in.ranges, last5), in.tables)))
-          << "verification rows, merge launch, chunks " << chunks;
-      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(1));
+          << "verification rows, last block's fold, chunks " << chunks;
+      ASSERT_TRUE(test_hooks::set_cuda_attention_fused_merge(0));
     }
     ASSERT_TRUE(test_hooks::set_cuda_attention_decode_chunks(-1));
     ASSERT_TRUE(test_hooks::set_cuda_attention_partials(false));
