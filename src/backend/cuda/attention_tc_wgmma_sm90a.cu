@@ -7,13 +7,13 @@
 // Variant 7 (the default there since the twenty-sixth session): both on wgmma, S with q read from shared
 // memory by descriptor (q staged in the 128-byte swizzle, the wgmma linear's A operand:
 // linear_tc_wgmma_sm90a.cu) instead of from registers, P · V as variant 5. Variant 0's bits on the H100
-// (CudaContract.AttentionVariants, attention_bench); 1,476 us against variant 5's 1,598 there, and on the H200
-// (where the register form below went wrong) exact too: 1,484 against 1,638 us.
-// Variant 8 (twenty-sixth session): variant 7 with the next key tile's S issued before this tile's softmax, so
-// the tensor cores compute it while the softmax runs on the CUDA cores (FlashAttention-3's overlap within a
-// warpgroup); one stage more in the K / V ring, one block of 215 registers per SM. Exact, and slower: 1,952 us
-// (H100) / 1,983 (H200) against variant 7's 1,482 / 1,484; two blocks per SM already overlap one block's
-// softmax with the other's products (BENCHMARKS.md, twenty-seventh session).
+// (CudaContract.AttentionVariants, attention_bench); 1,476 us against variant 5's 1,598 there, and on the
+// H200 (where the register form below went wrong) exact too: 1,484 against 1,638 us. Variant 8 (twenty-sixth
+// session): variant 7 with the next key tile's S issued before this tile's softmax, so the tensor cores
+// compute it while the softmax runs on the CUDA cores (FlashAttention-3's overlap within a warpgroup); one
+// stage more in the K / V ring, one block of 215 registers per SM. Exact, and slower: 1,952 us (H100) / 1,983
+// (H200) against variant 7's 1,482 / 1,484; two blocks per SM already overlap one block's softmax with the
+// other's products (BENCHMARKS.md, twenty-seventh session).
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
