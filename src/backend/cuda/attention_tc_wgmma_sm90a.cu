@@ -14,6 +14,11 @@
 // stage more in the K / V ring, one block of 215 registers per SM. Exact, and slower: 1,952 us (H100) / 1,983
 // (H200) against variant 7's 1,482 / 1,484; two blocks per SM already overlap one block's softmax with the
 // other's products (BENCHMARKS.md, twenty-seventh session).
+// Variant 9 (twenty-seventh session, not yet run): variant 7 for head_dim <= 64, and its statements over d
+// padded to 128 for 80 < head_dim <= 128 (the decoders' prefill: variant 1 runs those at ~110 TFLOP/s), q
+// rows and K / V tiles kept as two 64-wide halves of d, each in the same 128-byte swizzle, S's eight k16
+// steps taken over the halves in turn, P · V one n64 product per half; one block of 158 registers per SM (q
+// 32 KB, the K / V ring 96 KB, the fold's partials 64 KB).
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
@@ -36,7 +41,8 @@
 // - no warp skips a tile (the instruction is the warpgroup's): a tile with no live key for a row leaves its
 //   m, l and acc bit for bit unchanged (s = -inf, alpha = 1, p = 0), which is what skipping gives.
 // Shapes: q [n_q, heads, d], k/v [n_k, kv_heads, d] (paged: the block pool), key_ranges [n_q, 2], out
-// [n_q, heads, d], bf16 but the ranges (i32); d <= 64, padded to 64 with zeros.
+// [n_q, heads, d], bf16 but the ranges (i32); d <= 64, padded to 64 with zeros (variant 9: 80 < d <= 128,
+// padded to 128).
 #include <algorithm>
 #include <climits>
 
@@ -54,20 +60,24 @@ using namespace mma;
 using wgmma::desc_sw128;
 using wgmma::fence_async_shared;
 
-constexpr int DP = 64, BN = 64, WARPS = 8, STAGES = 3, kThreads = 32 * WARPS, BM = 16 * WARPS;
-constexpr int NS = BN / 8, NO = DP / 8, KD = DP / 16;
-constexpr int kQLd = DP + 8;         // q rows padded (ldmatrix, once)
-constexpr int kTileElems = BN * DP;  // one K or V tile: 64 keys x 64, 8 KB (1024-byte multiple)
-constexpr size_t kQBytes = size_t{BM} * kQLd * sizeof(bf16_t);
-constexpr size_t kKvOffset = (kQBytes + 1023) / 1024 * 1024;  // K, V rings from a 1024-byte boundary
+constexpr int BN = 64, WARPS = 8, STAGES = 3, kThreads = 32 * WARPS, BM = 16 * WARPS, NS = BN / 8;
+constexpr int kAtom = 64 * 64;  // bf16 of one 128-byte-swizzle atom of 64 rows (8 KB)
+// head_dim padded: 64, or 128 for FORM 4 (variant 9), whose q rows and K / V tiles sit as two 64-wide halves
+// of d, each half a run of swizzle atoms (tile: half h at h * kAtom; q: half h at h * BM * 64).
+__host__ __device__ constexpr int dp_of(int form) { return form == 4 ? 128 : 64; }
+constexpr int kQLd = 64 + 8;                                // FORMs 0, 1: q rows padded (ldmatrix, once)
+__host__ __device__ constexpr size_t kv_offset(int form) {  // K, V rings from a 1024-byte boundary
+  return (size_t{BM} * (dp_of(form) == 64 ? kQLd : dp_of(form)) * sizeof(bf16_t) + 1023) / 1024 * 1024;
+}
 // K / V ring depth: FORM 3 issues the next tile's S before this tile's softmax, so it needs tile ti + 1
 // landed at tile ti and keeps one stage more in flight.
 __host__ __device__ constexpr int stages_of(int form) { return form == 3 ? STAGES + 1 : STAGES; }
-__host__ __device__ constexpr size_t kv_bytes(int form) {
-  return size_t{2} * stages_of(form) * kTileElems * sizeof(bf16_t);
+__host__ __device__ constexpr size_t kv_bytes(int form) {  // one K or V tile: BN keys x dp_of(form)
+  return size_t{2} * stages_of(form) * BN * dp_of(form) * sizeof(bf16_t);
 }
 constexpr size_t smem_of(int form, bool folding) {  // + 1024 alignment slack; + the fold's partials
-  return kKvOffset + kv_bytes(form) + 1024 + (folding ? size_t{kThreads} * NO * 4 * sizeof(float) : 0);
+  return kv_offset(form) + kv_bytes(form) + 1024 +
+         (folding ? size_t{kThreads} * (dp_of(form) / 8) * 4 * sizeof(float) : 0);
 }
 
 // d[8][4] += A (the warpgroup's 64 x 16, each warp's 16 rows in registers a) · B (16 x 64 by descriptor b;
@@ -95,21 +105,29 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 }
 
 // acc += P · V(tile at vt): keys in increasing 16s (16 key rows of the V tile = 2048 bytes per step), P as
-// the A fragments online_softmax packs; waited for (every group of the warpgroup) and pinned on return.
+// the A fragments online_softmax packs, one n64 product per 64-wide half of d (acc blocks 8 h ..); waited for
+// (every group of the warpgroup) and pinned on return.
+template <int NO>
 __device__ __forceinline__ void pv_wgmma(float (&acc)[NO][4], uint32_t (&pf)[NS / 2][4], uint32_t vt) {
   wgmma::fence_operand(acc);
   wgmma::fence_operand(pf);
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < NS / 2; ++kk) wgmma_rs<1>(acc, pf[kk], desc_sw128<true>(vt + kk * 2048));
+  for (int h = 0; h < NO / 8; ++h)
+#pragma unroll
+    for (int kk = 0; kk < NS / 2; ++kk)
+      wgmma_rs<1>(reinterpret_cast<float(&)[8][4]>(acc[8 * h]), pf[kk],
+                  desc_sw128<true>(vt + h * kAtom * 2 + kk * 2048));
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::fence_operand(acc);
   wgmma::fence_operand(pf);
 }
 
-// Variant 7's q staging: stage_queries' copies into the 128-byte swizzle (row r's 16-byte chunk c at c ^ (r %
-// 8), 128 bytes a row, d < 64 zero-filled), made visible to the async proxy before the barrier.
+// Variants 7 and 9's q staging: stage_queries' copies into the 128-byte swizzle (in each 64-wide half of d,
+// row r's 16-byte chunk c at c ^ (r % 8), 128 bytes a row; d past the head zero-filled), made visible to the
+// async proxy before the barrier.
+template <int DP>
 __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re,
                                                     const bf16_t* __restrict__ q,
                                                     const int32_t* __restrict__ ranges, int64_t i0,
@@ -117,7 +135,8 @@ __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re
   for (int c = threadIdx.x; c < BM * (DP / 8); c += kThreads) {
     const int r = c / (DP / 8), ch = c % (DP / 8), dc = ch * 8;
     const bool ok = r < n_rows && dc < d;
-    cp_async16(qs + r * DP + (ch ^ (r % 8)) * 8, ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
+    cp_async16(qs + (ch / 8) * BM * 64 + r * 64 + ((ch % 8) ^ (r % 8)) * 8,
+               ok ? q + (i0 + r) * q_stride + h * d + dc : q, ok);
   }
   cp_async_commit();
   for (int r = threadIdx.x; r < BM; r += kThreads) {
@@ -133,21 +152,25 @@ __device__ __forceinline__ void stage_queries_sw128(bf16_t* qs, int* rb, int* re
 // FORM 0 (variant 5): S on mma.sync, P · V on wgmma; 1 (variant 6): S on wgmma with q in registers, P · V on
 // mma.sync; 2 (variant 7): S on wgmma with q in shared memory, P · V on wgmma; 3 (variant 8): FORM 2 with the
 // next tile's S issued before this tile's softmax (the same statements per row in the same order; only when
-// they run changes), one block per SM (215 registers).
+// they run changes), one block per SM (215 registers); 4 (variant 9's head_dim 65 .. 128): FORM 2 over d
+// padded to 128 (S's eight k16 steps over the two halves in turn, P · V one n64 product per half), one block
+// per SM.
 template <int FORM>
-__global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
+__global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
     attention_wgmma_kernel(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                            const bf16_t* __restrict__ v, const int32_t* __restrict__ ranges, float scale,
                            bf16_t* __restrict__ out, int64_t n_q, int64_t n_k, int heads, int kv_heads, int d,
                            const int32_t* __restrict__ tables, int max_blocks,
                            const int32_t* __restrict__ seg_rows, int n_seg, int split_tiles, bool folding) {
+  constexpr int DP = dp_of(FORM), NO = DP / 8, KD = DP / 16, kTileElems = BN * DP;
+  constexpr size_t kKvOffset = kv_offset(FORM);
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024 - raw % 1024) % 1024);  // 1024-byte aligned shared address
-  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                   // [BM][kQLd]
+  bf16_t* qs = reinterpret_cast<bf16_t*>(base);                   // [BM][kQLd], swizzled: [DP / 64][BM][64]
   constexpr int ST = stages_of(FORM);
-  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);                 // [ST][BN][64] swizzled
-  bf16_t* vs = ks + ST * kTileElems;                                        // [ST][BN][64] swizzled
+  bf16_t* ks = reinterpret_cast<bf16_t*>(base + kKvOffset);                 // [ST][DP / 64][BN][64] swizzled
+  bf16_t* vs = ks + ST * kTileElems;                                        // [ST][DP / 64][BN][64] swizzled
   float* os = reinterpret_cast<float*>(base + kKvOffset + kv_bytes(FORM));  // folding: [NO][4][kThreads]
   __shared__ int rb[BM], re[BM], pass_b, pass_e;
   __shared__ int64_t tile_i0;
@@ -165,15 +188,16 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
   constexpr bool WS = FORM >= 1, WPV = FORM != 1;  // S, P · V on wgmma
   uint32_t qf[KD][4];  // FORM 0, 1: the warp's rows warp * 16 .. + 15 (the warpgroup's rows 16 (warp % 4) ..)
   if constexpr (FORM >= 2) {
-    stage_queries_sw128(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
+    stage_queries_sw128<DP>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
   } else {
     attn::stage_queries<BM, DP, kQLd, kThreads>(qs, rb, re, q, ranges, i0, n_rows, q_stride, h, d);
 #pragma unroll
     for (int kd = 0; kd < KD; ++kd)
       ldmatrix_x4(qf[kd], qs + (warp * 16 + lane % 16) * kQLd + kd * 16 + (lane / 16) * 8);
   }
-  // FORM 2, 3: the warpgroup's 64 q rows, 128 bytes each.
-  const uint32_t q_addr = smem_addr(qs) + static_cast<uint32_t>((warp / 4) * 64 * DP * sizeof(bf16_t));
+  // FORMs 2 .. 4: the warpgroup's 64 q rows, 128 bytes each (half h of d at + h * kQHalf).
+  const uint32_t q_addr = smem_addr(qs) + static_cast<uint32_t>((warp / 4) * 64 * 64 * sizeof(bf16_t));
+  constexpr uint32_t kQHalf = BM * 64 * sizeof(bf16_t);
 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[NO][4];
 #pragma unroll
@@ -193,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
           table && j < e ? static_cast<int64_t>(table[j / kKvBlock]) * kKvBlock + j % kKvBlock : j;
       const bool ok = j < e && row < n_k && dc < d;
       const int64_t off = row * kv_stride + static_cast<int64_t>(kh) * d + dc;
-      const int dst = r * DP + (ch ^ (r % 8)) * 8;  // the 128-byte swizzle
+      const int dst = (ch / 8) * kAtom + r * 64 + ((ch % 8) ^ (r % 8)) * 8;  // the 128-byte swizzle, per half
       cp_async16(kd + dst, ok ? k + off : k, ok);
       cp_async16(vd + dst, ok ? v + off : v, ok);
     }
@@ -314,13 +338,14 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 ? 1 : 2)
         for (int b = 0; b < NS; ++b)
 #pragma unroll
           for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
-        if constexpr (FORM == 2) {
+        if constexpr (FORM == 2 || FORM == 4) {
           wgmma::fence_operand(s);
           wgmma::fence();
 #pragma unroll
-          for (int kd = 0; kd < KD; ++kd)
-            wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s), desc_sw128<false>(q_addr + kd * 32),
-                                desc_sw128<false>(kt + kd * 32));
+          for (int kd = 0; kd < KD; ++kd)  // d's 16-wide steps in turn: step kd in half kd / 4
+            wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s),
+                                desc_sw128<false>(q_addr + (kd / 4) * kQHalf + (kd % 4) * 32),
+                                desc_sw128<false>(kt + (kd / 4) * kAtom * 2 + (kd % 4) * 32));
           wgmma::commit();
           wgmma::wait<0>();
           wgmma::fence_operand(s);
@@ -402,15 +427,19 @@ bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const 
                                const AttentionPaging& pg, int split) {
   const int64_t n_q = q.dim(0), heads = q.dim(1), d = q.dim(2), n_k = k.dim(0), kv_heads = k.dim(1);
   const int64_t per = pg.seg_rows ? n_q / pg.n_seg : n_q;  // rows per sequence must fill the blocks
-  if (d > DP || per < 64 || !wgmma::device_is_sm90()) return false;
+  TF_CHECK(form >= 0 && form < 5);
+  // FORM 4 takes variant 0's head_dim-128 rows (80 < d <= 128: the same 16-wide steps over d, 128 padded) and
+  // leaves d <= 64 to FORM 2; the others d <= 64.
+  if (form == 4 && d <= 64) form = 2;
+  const bool fits = form == 4 ? d > 80 && d <= 128 : d <= 64;
+  if (!fits || per < 64 || !wgmma::device_is_sm90()) return false;
   constexpr decltype(&attention_wgmma_kernel<0>) kForms[] = {
       attention_wgmma_kernel<0>, attention_wgmma_kernel<1>, attention_wgmma_kernel<2>,
-      attention_wgmma_kernel<3>};
-  TF_CHECK(form >= 0 && form < 4);
+      attention_wgmma_kernel<3>, attention_wgmma_kernel<4>};
   auto kernel = kForms[form];
   static OncePerDevice attr;  // the limit is per device
   attr.run([&](int) {
-    for (int f = 0; f < 4; ++f)
+    for (int f = 0; f < 5; ++f)
       TF_CUDA_CHECK(cudaFuncSetAttribute(kForms[f], cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_of(f, true))));
   });

@@ -1,8 +1,8 @@
 // The wide-tile variants of the flash attention (attention_tc.cu), for calls with many query rows per
 // sequence: the Pixtral tower's per-image attention (thousands of patches, head_dim 64) and long
-// prefill chunks. Selected by test_hooks::set_cuda_attention_variant (1 .. 4: listed at the bottom; 5 .. 8:
-// the wgmma forms of attention_tc_wgmma_sm90a.cu, head_dim <= 64, variant 1 otherwise); 0 is
-// attention_tc.cu's kernel.
+// prefill chunks. Selected by test_hooks::set_cuda_attention_variant (1 .. 4: listed at the bottom; 5 .. 9:
+// the wgmma forms of attention_tc_wgmma_sm90a.cu, head_dim <= 64 (9: also 80 < head_dim <= 128), variant 1
+// otherwise); 0 is attention_tc.cu's kernel.
 //
 // Per row, the same arithmetic as attention_tc.cu's kernel, operation for operation (its top comment):
 // the same key tiles (BN wide, from the row's range begin), the same q·k mma chain over d in 16-wide
@@ -33,9 +33,9 @@
 
 namespace tf::cuda {
 
-// Variants 5 .. 8 (attention_tc_wgmma_sm90a.cu, its only caller is here; form = variant - 5): false
-// (nothing queued) where they do not apply (head_dim > 64, few rows per sequence, a device other than compute
-// capability 9.0).
+// Variants 5 .. 9 (attention_tc_wgmma_sm90a.cu, its only caller is here; form = variant - 5): false
+// (nothing queued) where they do not apply (head_dim > 64, for 9 outside 80 < head_dim <= 128; few rows per
+// sequence; a device other than compute capability 9.0).
 bool launch_attention_tc_wgmma(int form, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& key_ranges, float scale, const Tensor& out,
                                const AttentionPaging& pg, int split);
@@ -309,7 +309,7 @@ void run_variant(int which, cudaStream_t s, const bf16_t* q, const bf16_t* k, co
 
 }  // namespace
 
-int attention_tc_wide_variants() { return 8; }
+int attention_tc_wide_variants() { return 9; }
 
 bool launch_attention_tc_wide(int which, cudaStream_t s, const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& key_ranges, float scale, const Tensor& out,
