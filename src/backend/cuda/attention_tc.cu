@@ -258,12 +258,14 @@ __global__ void __launch_bounds__(128)
 using Paging = AttentionPaging;
 
 // 0: the kernel above; 1..: attention_tc_wide.cu's (test_hooks::set_cuda_attention_variant).
-// The default: variant 7 (attention_tc_wgmma_sm90a.cu: both products on wgmma, q staged in shared memory) for
-// head_dim <= 64 on compute capability 9.0, variant 1 (128 query rows per block, 8 warps, 3 stages)
-// elsewhere, the fastest on the vision and prefill shapes (bench/attention, H100, 2026-12-06: 9,350-patch
-// image, 16 heads of 64: variant 0 2,395 us, 1 1,710, 5 1,598, 7 1,476); calls with few rows per sequence
+// The default: variant 9 (attention_tc_wgmma_sm90a.cu: both products on wgmma, q staged in shared memory; d
+// padded to 64, or to 128 for 80 < head_dim <= 128) on compute capability 9.0, variant 1 (128 query rows per
+// block, 8 warps, 3 stages) where 9 does not apply up to head_dim 128 (variant 0 above), the fastest on the
+// vision and prefill shapes (bench/attention, H100, 2026-12-06: 9,350-patch image, 16 heads of 64: variant 0
+// 2,395 us, 1 1,710, 5 1,598, 7 1,476 (= 9's kernel there); 2,333 causal rows, 16 heads of 128: variant 1
+// 198.5 us, 9 190.0; the 1B page's prefill 21.4 -> 19.6 ms in whole runs); calls with few rows per sequence
 // (decode) run variant 0 either way. Same bits per row in every variant.
-constexpr int kDefaultVariant = 7;
+constexpr int kDefaultVariant = 9;
 // TF_CUDA_ATTENTION_VARIANT=N runs variant N (benchmarks of a candidate in whole runs; the same bits
 // whichever runs, as the contract checks); unset, empty or out of range: the default.
 std::atomic<int> g_variant{

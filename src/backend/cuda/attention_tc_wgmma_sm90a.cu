@@ -14,11 +14,14 @@
 // stage more in the K / V ring, one block of 215 registers per SM. Exact, and slower: 1,952 us (H100) / 1,983
 // (H200) against variant 7's 1,482 / 1,484; two blocks per SM already overlap one block's softmax with the
 // other's products (BENCHMARKS.md, twenty-seventh session).
-// Variant 9 (twenty-seventh session, not yet run): variant 7 for head_dim <= 64, and its statements over d
-// padded to 128 for 80 < head_dim <= 128 (the decoders' prefill: variant 1 runs those at ~110 TFLOP/s), q
-// rows and K / V tiles kept as two 64-wide halves of d, each in the same 128-byte swizzle, S's eight k16
+// Variant 9 (twenty-seventh session; the default since, attention_tc.cu): variant 7 for head_dim <= 64, and
+// its statements over d padded to 128 for 80 < head_dim <= 128 (the decoders' prefill, where variant 1 ran),
+// q rows and K / V tiles kept as two 64-wide halves of d, each in the same 128-byte swizzle, S's eight k16
 // steps taken over the halves in turn, P · V one n64 product per half; one block of 158 registers per SM (q
-// 32 KB, the K / V ring 96 KB, the fold's partials 64 KB).
+// 32 KB, the K / V ring 96 KB, the fold's partials 64 KB). Variant 0's bits on the H100 (AttentionVariants at
+// head_dim 128, causal and paged, folded splits); 2,333 causal rows x 16 heads of 128: 190.0 us against
+// variant 1's 198.5 (117 TFLOP/s: the same ~25 % of the tensor cores as at head_dim 64). Not yet run on an
+// H200.
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
