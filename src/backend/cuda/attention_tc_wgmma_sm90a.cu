@@ -65,6 +65,7 @@ using wgmma::fence_async_shared;
 
 constexpr int BN = 64, WARPS = 8, STAGES = 3, kThreads = 32 * WARPS, BM = 16 * WARPS, NS = BN / 8;
 constexpr int kAtom = 64 * 64;  // bf16 of one 128-byte-swizzle atom of 64 rows (8 KB)
+constexpr uint32_t kAtomBytes = kAtom * sizeof(bf16_t);
 // head_dim padded: 64, or 128 for FORM 4 (variant 9), whose q rows and K / V tiles sit as two 64-wide halves
 // of d, each half a run of swizzle atoms (tile: half h at h * kAtom; q: half h at h * BM * 64).
 __host__ __device__ constexpr int dp_of(int form) { return form == 4 ? 128 : 64; }
@@ -120,7 +121,7 @@ __device__ __forceinline__ void pv_wgmma(float (&acc)[NO][4], uint32_t (&pf)[NS 
 #pragma unroll
     for (int kk = 0; kk < NS / 2; ++kk)
       wgmma_rs<1>(reinterpret_cast<float(&)[8][4]>(acc[8 * h]), pf[kk],
-                  desc_sw128<true>(vt + h * kAtom * 2 + kk * 2048));
+                  desc_sw128<true>(vt + h * kAtomBytes + kk * 2048));
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::fence_operand(acc);
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
           for (int kd = 0; kd < KD; ++kd)  // d's 16-wide steps in turn: step kd in half kd / 4
             wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s),
                                 desc_sw128<false>(q_addr + (kd / 4) * kQHalf + (kd % 4) * 32),
-                                desc_sw128<false>(kt + (kd / 4) * kAtom * 2 + (kd % 4) * 32));
+                                desc_sw128<false>(kt + (kd / 4) * kAtomBytes + (kd % 4) * 32));
           wgmma::commit();
           wgmma::wait<0>();
           wgmma::fence_operand(s);
