@@ -134,7 +134,9 @@ __device__ __forceinline__ void advance_max(float& m, float tmax, float& alpha) 
 }
 __device__ __forceinline__ void advance_sum(float& l, float alpha, float tsum) { l = l * alpha + tsum; }
 // P = 2^((s - m) log2 e) as bf16 A fragments, and the thread's own row sums (its columns in order).
-template <int NS>
+// TESTED false: without the test for s = -inf, for rows whose running max m is > -inf (not -inf, not NaN),
+// where it changes no value: s = -inf gives ex2(-inf - m) = ex2(-inf) = +0, the test's value.
+template <int NS, bool TESTED = true>
 __device__ __forceinline__ void exp_pack(const float (&s)[NS][4], const float (&m)[2], float (&tsum)[2],
                                          uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
@@ -143,14 +145,16 @@ __device__ __forceinline__ void exp_pack(const float (&s)[NS][4], const float (&
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float mr = m[c / 2];
-      p[c] = s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
+      p[c] = TESTED && s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
       tsum[c / 2] += p[c];
     }
     pf[b / 2][(b % 2) * 2 + 0] = mma::pack_bf16(p[0], p[1]);
     pf[b / 2][(b % 2) * 2 + 1] = mma::pack_bf16(p[2], p[3]);
   }
 }
-template <int NS>
+// UNTESTED: a warp whose rows all have a running max > -inf takes exp_pack's form without the -inf test (the
+// same values; a warp-uniform branch, so the whole warp must be here).
+template <int NS, bool UNTESTED = false>
 __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&tmax)[2], float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
@@ -159,7 +163,10 @@ __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&
     advance_max(m[rr], tmax[rr], alpha[rr]);
   }
   float tsum[2] = {0.0f, 0.0f};
-  exp_pack<NS>(s, m, tsum, pf);
+  if (UNTESTED && __all_sync(0xffffffffu, m[0] > -INFINITY && m[1] > -INFINITY))
+    exp_pack<NS, false>(s, m, tsum, pf);
+  else
+    exp_pack<NS>(s, m, tsum, pf);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     quad_sum(tsum[rr]);
@@ -271,16 +278,30 @@ struct Partials {
 // The fold of one (row, head) entry's splits z = 0 .. n_split - 1 at column col, in split order, divided by
 // its L: the value out rounds (row_head = i * heads + h; stride = n_q * heads, one split's entries). The
 // loads bypass L1 (another block of the same grid may have written them: merge_if_last).
+// The splits' loads are issued kMergeBatch at a time before their folds (one L2 round trip per batch
+// instead of one per split; the folds in split order as before).
+constexpr int kMergeBatch = 8;
 __device__ __forceinline__ float merge_splits(const Partials& part, int64_t stride, int64_t row_head, int d,
                                               int col) {
   float M = -INFINITY, L = 0.0f, O = 0.0f;
-  for (int z = 0; z < part.n_split; ++z) {
-    const int64_t at = z * stride + row_head;
-    float cr = 0.0f, cs = 0.0f;
-    const FoldOp op = fold_ml(M, L, __ldcg(part.ml + 2 * at), __ldcg(part.ml + 2 * at + 1), cr, cs);
-    const float a = __ldcg(part.acc + at * d + col);
-    if (op == FoldOp::kCopy) O = a;
-    if (op == FoldOp::kFold) O = fold_o(O, a, cr, cs);
+  for (int z0 = 0; z0 < part.n_split; z0 += kMergeBatch) {
+    float mz[kMergeBatch], lz[kMergeBatch], az[kMergeBatch];
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const int64_t at = (z0 + u) * stride + row_head;
+      const bool live = z0 + u < part.n_split;
+      mz[u] = live ? __ldcg(part.ml + 2 * at) : 0.0f;
+      lz[u] = live ? __ldcg(part.ml + 2 * at + 1) : 0.0f;
+      az[u] = live ? __ldcg(part.acc + at * d + col) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      if (z0 + u >= part.n_split) break;
+      float cr = 0.0f, cs = 0.0f;
+      const FoldOp op = fold_ml(M, L, mz[u], lz[u], cr, cs);
+      if (op == FoldOp::kCopy) O = az[u];
+      if (op == FoldOp::kFold) O = fold_o(O, az[u], cr, cs);
+    }
   }
   return L > 0.0f ? O / L : 0.0f;
 }

@@ -22,6 +22,12 @@
 // head_dim 128, causal and paged, folded splits); 2,333 causal rows x 16 heads of 128: 190.0 us against
 // variant 1's 198.5 (117 TFLOP/s: the same ~25 % of the tensor cores as at head_dim 64). Not yet run on an
 // H200.
+// The tile loop of FORMs 2 and 4 (twenty-eighth session; ncu on the H100 had the vision tower's attention
+// issue-bound, ~700 instructions per warp per key tile): a tile whose keys are all live and contiguous (or
+// one block of the pool) copies with the addresses hoisted out of the loop (~210 instructions of index
+// arithmetic before); exp_pack without its -inf test where every row of the warp has a finite running max;
+// the rescale skipped where every alpha of the warp is 1; S's first k16 step with scale_d 0 instead of a
+// zeroed s. Each leaves every value as it was (the reasons at each), so the bits are variant 0's as before.
 //
 // Per row, the arithmetic of variant 0 operation for operation (attention_tc.cu, top; attention_tc_wide.cu):
 // - S = q · k over d in 16-wide steps from zero. wgmma (variant 6): m64n64k16, A = the warp's q fragments in
@@ -211,9 +217,31 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
   float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};  // folding: the rows' running result
   auto fold = [&] { attn::fold_fragment<NO>(M, L, m, l, acc, os + threadIdx.x, kThreads); };
 
+  // This thread's 16-byte slots of a K / V tile (the generic loop's c = threadIdx.x + i * kThreads): key rows
+  // r0 + i * kLoadRows, chunk ch0 of d, at dst0 + i * kLoadRows * 64 in the swizzle (kLoadRows % 8 == 0).
+  constexpr int kRowChunks = DP / 8, kLoadRows = kThreads / kRowChunks, kLoads = BN / kLoadRows;
+  static_assert(kThreads % kRowChunks == 0 && kLoadRows % 8 == 0 && BN % kLoadRows == 0 && BN == kKvBlock);
+  const int r0 = threadIdx.x / kRowChunks, ch0 = threadIdx.x % kRowChunks;
+  const int dst0 = (ch0 / 8) * kAtom + r0 * 64 + ((ch0 % 8) ^ (r0 % 8)) * 8;
+  const int64_t src0 = r0 * kv_stride + static_cast<int64_t>(kh) * d + ch0 * 8;
+  const int64_t load_stride = kLoadRows * kv_stride;
   auto load_kv = [&](int buf, int64_t j0, int64_t e) {
     bf16_t* kd = ks + buf * kTileElems;
     bf16_t* vd = vs + buf * kTileElems;
+    // A tile whose keys are all live and in one place (contiguous rows j0 .., or one block of the pool) and
+    // whose rows fill d: the generic loop's copies (ok everywhere) with the addresses hoisted.
+    if (d == DP && j0 + BN <= e && (!table || j0 % kKvBlock == 0)) {
+      const int64_t first = table ? static_cast<int64_t>(table[j0 / kKvBlock]) * kKvBlock : j0;
+      if (first + BN <= n_k) {
+        const int64_t off = first * kv_stride + src0;
+#pragma unroll
+        for (int i = 0; i < kLoads; ++i) {
+          cp_async16(kd + dst0 + i * kLoadRows * 64, k + off + i * load_stride, true);
+          cp_async16(vd + dst0 + i * kLoadRows * 64, v + off + i * load_stride, true);
+        }
+        return;
+      }
+    }
     for (int c = threadIdx.x; c < BN * (DP / 8); c += kThreads) {
       const int r = c / (DP / 8), ch = c % (DP / 8), dc = ch * 8;
       const int64_t j = j0 + r;  // logical key; its row in k/v (through the block table when paged)
@@ -338,18 +366,21 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
         const uint32_t vt = vs_addr + (ti % STAGES) * kTileElems * sizeof(bf16_t);
 
         float s[NS][4];
+        if constexpr (FORM != 2 && FORM != 4) {
 #pragma unroll
-        for (int b = 0; b < NS; ++b)
+          for (int b = 0; b < NS; ++b)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
+            for (int c = 0; c < 4; ++c) s[b][c] = 0.0f;
+        }
         if constexpr (FORM == 2 || FORM == 4) {
+          // The first step writes s without reading it (scale_d 0: FORM 3's issue_s, the sums of a zeroed s).
           wgmma::fence_operand(s);
           wgmma::fence();
 #pragma unroll
           for (int kd = 0; kd < KD; ++kd)  // d's 16-wide steps in turn: step kd in half kd / 4
             wgmma::m64n64k16_ss(reinterpret_cast<float(&)[NS * 4]>(s),
                                 desc_sw128<false>(q_addr + (kd / 4) * kQHalf + (kd % 4) * 32),
-                                desc_sw128<false>(kt + (kd / 4) * kAtomBytes + (kd % 4) * 32));
+                                desc_sw128<false>(kt + (kd / 4) * kAtomBytes + (kd % 4) * 32), kd > 0);
           wgmma::commit();
           wgmma::wait<0>();
           wgmma::fence_operand(s);
@@ -381,8 +412,11 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
         float tmax[2] = {-INFINITY, -INFINITY};
         attn::scale_mask<NS>(s, full, static_cast<int>(j0), in, e, scale, t, tmax);
         float alpha[2];
-        attn::online_softmax<NS>(s, tmax, m, l, alpha, pf);
-        attn::rescale<NO>(acc, alpha);
+        constexpr bool kLean = FORM == 2 || FORM == 4;  // the default forms: fewer instructions, same values
+        attn::online_softmax<NS, kLean>(s, tmax, m, l, alpha, pf);
+        // acc · α: skipped where every α of the warp is 1 (x · 1 = x for every x, NaN included).
+        if (!kLean || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+          attn::rescale<NO>(acc, alpha);
         // acc += P · V: keys in increasing 16s.
         if constexpr (WPV) {
           pv_wgmma(acc, pf, vt);

@@ -128,7 +128,9 @@ __global__ void __launch_bounds__(256)
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + warp;
   if (r >= n) return;
-  float* sx = srow + warp * d;
+  // The row staged as T (its values are T's, so exact), each lane's 8 elements one 16-byte access: no bank
+  // conflicts (an f32 element at a time was an 8-way conflict on every store).
+  T* sx = reinterpret_cast<T*>(srow) + static_cast<int64_t>(warp) * d;
   T* row = x + r * d;
   for (int c = lane * 8; c < d; c += 256) {
     float v[8];
@@ -140,18 +142,18 @@ __global__ void __launch_bounds__(256)
       for (int i = 0; i < 8; ++i) v[i] = rnd<T>(v[i] + dv[i]);
       store8(row + c, v);
     }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) sx[c + i] = v[i];
+    store8(sx + c, v);
   }
   __syncwarp();
   const float ss = warp_sum_sq8(sx, d, lane);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
   for (int c = lane * 8; c < d; c += 256) {
-    float wv[8], y[8];
+    float wv[8], y[8], xv[8];
     load8(w + c, wv);
+    load8(sx + c, xv);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float v = sx[c + i];
+      const float v = xv[i];
       y[i] = one_plus ? v * inv * (1.0f + wv[i]) : rnd<T>(wv[i] * rnd<T>(v * inv));
     }
     store8(out + r * d + c, y);

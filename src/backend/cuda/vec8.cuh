@@ -51,11 +51,14 @@ __device__ __forceinline__ void store8(T* __restrict__ p, const float (&v)[8]) {
 // block_sum_sq8's sum (common.cuh: lane l sums x_k² for k ≡ l mod 8 in increasing k, combine8) of the
 // warp's row sx[0, d) in shared memory, computed by one warp: lanes 0..7 run the lane sums, every lane gets
 // the total. The same operations in the same order, so the same bits.
-__device__ __forceinline__ float warp_sum_sq8(const float* sx, int d, int lane) {
+// sx may hold the row as f32 or as the activation type (exact: every value there is one of T's).
+template <class T>
+__device__ __forceinline__ float warp_sum_sq8(const T* sx, int d, int lane) {
   float a = 0.0f;
   if (lane < 8)
+#pragma unroll 8
     for (int k = lane; k < d; k += 8) {
-      const float v = sx[k];
+      const float v = to_f(sx[k]);
       a += v * v;
     }
   float l[8];
