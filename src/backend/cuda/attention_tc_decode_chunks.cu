@@ -117,12 +117,51 @@ __global__ void __launch_bounds__(kThreads)
     const int t_hi = part.n_split > 0 ? min(n_tiles, t_lo + split_tiles) : n_tiles;
     if (t_hi <= t_lo) continue;
     const int n_units = 2 * ((t_hi - t_lo + kChunk - 1) / kChunk);
+    // The generic loop's copies (below) where every key of the unit's nt tiles from js0 is live and each tile
+    // lies in one place (contiguous rows, or one block of the pool: js0 on a block boundary, BN | 64) and
+    // rows fill d: thread t's slots are rows r0 + p * kPassRows of each tile, chunk dc, the same bytes to the
+    // same places, with one block-table read per tile instead of one per copy. False: nothing issued.
+    auto copy_hoisted = [&](const bf16_t* src, bf16_t* dst, int64_t js0, int nt, int pe_) {
+      if constexpr (kThreads % (DP / 8) != 0) {
+        return false;
+      } else {
+        constexpr int kPassRows = kThreads / (DP / 8), kPasses = BN / kPassRows;
+        static_assert(BN % kPassRows == 0 && kKvBlock % BN == 0);
+        if (d != DP || js0 + static_cast<int64_t>(nt) * BN > pe_ || (table && js0 % kKvBlock != 0))
+          return false;
+        int64_t first[kChunk];
+        bool in_pool = true;
+#pragma unroll
+        for (int jt = 0; jt < kChunk; ++jt) {
+          const int64_t js = js0 + static_cast<int64_t>(jt) * BN;
+          first[jt] =
+              jt < nt && table ? static_cast<int64_t>(table[js / kKvBlock]) * kKvBlock + js % kKvBlock : js;
+          in_pool = in_pool && (jt >= nt || first[jt] + BN <= n_k);
+        }
+        if (!in_pool) return false;
+        const int r0 = threadIdx.x / (DP / 8), dc = (threadIdx.x % (DP / 8)) * 8;
+#pragma unroll
+        for (int jt = 0; jt < kChunk; ++jt) {
+          if (jt >= nt) break;
+#pragma unroll
+          for (int p = 0; p < kPasses; ++p) {
+            const int r = r0 + p * kPassRows;
+            cp_async16(dst + (jt * BN + r) * LD + dc, src + (first[jt] + r) * kv_stride + dc, true);
+          }
+        }
+        return true;
+      }
+    };
     auto load_unit = [&](int u) {  // chunk u / 2's K (u even) or V tiles into bank u % 3; one commit group
       const int c0 = t_lo + (u / 2) * kChunk;
       if (u < n_units) {
-        const int rows = min(kChunk, t_hi - c0) * BN;
+        const int nt = min(kChunk, t_hi - c0), rows = nt * BN;
         const bf16_t* src = (u % 2 ? v : k) + static_cast<int64_t>(kh) * d;
         bf16_t* dst = banks + (u % kBanks) * BANK;
+        if (copy_hoisted(src, dst, pb + static_cast<int64_t>(c0) * BN, nt, pe)) {
+          cp_async_commit();
+          return;
+        }
         for (int c = threadIdx.x; c < rows * (DP / 8); c += kThreads) {
           const int r = c / (DP / 8), dc = (c % (DP / 8)) * 8;
           const int64_t j = pb + static_cast<int64_t>(c0) * BN + r;
