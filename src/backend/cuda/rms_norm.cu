@@ -112,15 +112,12 @@ __global__ void add_rms_norm_kernel(T* __restrict__ h, const T* __restrict__ del
   }
 }
 
-// The warp form of both kernels above (rows of d % 8 == 0 elements, 16-byte aligned): a warp per
-// kWarpRows rows, each staged in the warp's slice of shared memory as T (exact: its values are T's) in
-// 8-element vectors, row g's sum of squares by lanes 8g .. 8g + 7 in block_sum_sq8's order (warp_sum_sq8's
-// lane sums and tree, per group of 8 lanes), then the same normalisation statements: the same bits.
-// (One row per warp left 24 of 32 lanes idle through the 8 lane sums, and f32 staging an element at a time
-// was an 8-way bank conflict: a [9350, 1024] call took 31.8 us on the H100.) Rows sit kPad elements apart so
-// the four groups' reads fall in different banks. ADD: the residual add of add_rms_norm_kernel first
-// (h[r] = rnd(h[r] + delta[r]) written back).
-constexpr int kWarpRows = 4, kPad = 8;
+// The warp form of both kernels above (rows of d % 8 == 0 elements, 16-byte aligned): one warp per row, a
+// block of rpb rows, the row staged in the warp's slice of shared memory in 8-element vectors, the sum of
+// squares by lanes 0..7 in block_sum_sq8's order (vec8.cuh warp_sum_sq8), then the same normalisation
+// statements: the same bits, without the block-wide barriers that left 248 of 256 threads waiting on the 8
+// lane sums (a [9350, 1024] call: ~46 us in the block form, the rows now in flight 8 per block). ADD: the
+// residual add of add_rms_norm_kernel first (h[r] = rnd(h[r] + delta[r]) written back).
 template <class T, class TW, bool ADD>
 __global__ void __launch_bounds__(256)
     rms_norm_warp_kernel(T* x, const T* __restrict__ delta, const TW* __restrict__ w, float eps,
@@ -128,76 +125,56 @@ __global__ void __launch_bounds__(256)
   extern __shared__ float srow[];
   pdl_wait();  // pdl.cuh
   pdl_trigger();
-  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32),
-            g = lane / 8;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + warp) * kWarpRows;
-  if (r0 >= n) return;  // the whole warp
-  const int rows = static_cast<int>(n - r0 < kWarpRows ? n - r0 : kWarpRows), ld = d + kPad;
-  T* sx = reinterpret_cast<T*>(srow) + static_cast<int64_t>(warp) * kWarpRows * ld;
-  for (int q = 0; q < rows; ++q) {
-    T* row = x + (r0 + q) * d;
-    for (int c = lane * 8; c < d; c += 256) {
-      float v[8];
-      load8(row + c, v);
-      if constexpr (ADD) {
-        float dv[8];
-        load8(delta + (r0 + q) * d + c, dv);
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + warp;
+  if (r >= n) return;
+  // The row staged as T (its values are T's, so exact), each lane's 8 elements one 16-byte access: no bank
+  // conflicts (an f32 element at a time was an 8-way conflict on every store).
+  T* sx = reinterpret_cast<T*>(srow) + static_cast<int64_t>(warp) * d;
+  T* row = x + r * d;
+  for (int c = lane * 8; c < d; c += 256) {
+    float v[8];
+    load8(row + c, v);
+    if constexpr (ADD) {
+      float dv[8];
+      load8(delta + r * d + c, dv);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = rnd<T>(v[i] + dv[i]);
-        store8(row + c, v);
-      }
-      store8(sx + q * ld + c, v);
+      for (int i = 0; i < 8; ++i) v[i] = rnd<T>(v[i] + dv[i]);
+      store8(row + c, v);
     }
+    store8(sx + c, v);
   }
   __syncwarp();
-  float a = 0.0f;  // lane l of group g: row g's x_k^2 for k = l mod 8, in increasing k
-  if (g < rows) {
-    const T* sg = sx + g * ld;
-#pragma unroll 8
-    for (int k = lane % 8; k < d; k += 8) {
-      const float v = to_f(sg[k]);
-      a += v * v;
-    }
-  }
-  float l8[8];
+  const float ss = warp_sum_sq8(sx, d, lane);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
+  for (int c = lane * 8; c < d; c += 256) {
+    float wv[8], y[8], xv[8];
+    load8(w + c, wv);
+    load8(sx + c, xv);
 #pragma unroll
-  for (int u = 0; u < 8; ++u) l8[u] = __shfl_sync(0xffffffffu, a, (lane & ~7) + u);
-  const float ss = combine8(l8);
-  const float inv_g = 1.0f / sqrtf(ss / static_cast<float>(d) + eps);
-  for (int q = 0; q < rows; ++q) {
-    const float inv = __shfl_sync(0xffffffffu, inv_g, q * 8);
-    for (int c = lane * 8; c < d; c += 256) {
-      float wv[8], y[8], xv[8];
-      load8(w + c, wv);
-      load8(sx + q * ld + c, xv);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float v = xv[i];
-        y[i] = one_plus ? v * inv * (1.0f + wv[i]) : rnd<T>(wv[i] * rnd<T>(v * inv));
-      }
-      store8(out + (r0 + q) * d + c, y);
+    for (int i = 0; i < 8; ++i) {
+      const float v = xv[i];
+      y[i] = one_plus ? v * inv * (1.0f + wv[i]) : rnd<T>(wv[i] * rnd<T>(v * inv));
     }
+    store8(out + r * d + c, y);
   }
 }
 
-// Warps per block of the warp form: its shared memory (kWarpRows rows of d + kPad elements per warp) kept
-// within kMaxStaged floats (32 KB); 0 where the warp form does not apply, or where the call has too few rows
-// for it to pay (kRowFormMinRows).
-int warp_form_warps(int64_t n, int64_t d, size_t elem, std::initializer_list<const void*> ptrs) {
+// Rows per block of the warp form: its shared memory (rpb * d floats) kept within kMaxStaged floats (32 KB);
+// 0 where the warp form does not apply, or where the call has too few rows for it to pay (kRowFormMinRows).
+int warp_rows_per_block(int64_t n, int64_t d, std::initializer_list<const void*> ptrs) {
   if (n < kRowFormMinRows || d <= 0 || d % 8 != 0 || d > kMaxStaged) return 0;
   for (const void* p : ptrs)
     if (!aligned16(p)) return 0;
-  const int64_t per_warp = kWarpRows * (d + kPad) * static_cast<int64_t>(elem);
-  return static_cast<int>(std::min<int64_t>(8, kMaxStaged * static_cast<int64_t>(sizeof(float)) / per_warp));
+  return static_cast<int>(std::min<int64_t>(8, kMaxStaged / d));
 }
 
 template <bool ADD>
 void launch_warp_form(cudaStream_t s, const Tensor& x, const Tensor* delta, const Tensor& w, float eps,
-                      RmsNormKind kind, const Tensor& out, int64_t n, int64_t d, int warps) {
-  const size_t smem = static_cast<size_t>(warps) * kWarpRows * (d + kPad) * dtype_size(x.dtype);
+                      RmsNormKind kind, const Tensor& out, int64_t n, int64_t d, int rpb) {
   TF_DISPATCH_ACT(x.dtype, T, {
     TF_DISPATCH_ACT(w.dtype, TW, {
-      launch_pdl(s, dim3(blocks_for(n, static_cast<int64_t>(warps) * kWarpRows)), dim3(32 * warps), smem,
+      launch_pdl(s, dim3(blocks_for(n, rpb)), dim3(32 * rpb), static_cast<size_t>(rpb) * d * sizeof(float),
                  rms_norm_warp_kernel<T, TW, ADD>, ptr<T>(x), delta ? ptr<const T>(*delta) : nullptr,
                  ptr<const TW>(w), eps, kind == RmsNormKind::kOnePlusWeight, ptr<T>(out), n,
                  static_cast<int>(d));
@@ -220,8 +197,8 @@ void launch_add_rms_norm(cudaStream_t s, const Tensor& h, const Tensor& delta, c
   TF_CHECK(w.numel() == d && is_float_act(w.dtype) && out.dtype == h.dtype && is_float_act(h.dtype));
   if (kind == RmsNormKind::kWeight) TF_CHECK(w.dtype == h.dtype);
   if (n == 0) return;
-  if (const int warps = warp_form_warps(n, d, dtype_size(h.dtype), {h.data, delta.data, w.data, out.data}))
-    return launch_warp_form<true>(s, h, &delta, w, eps, kind, out, n, d, warps);
+  if (const int rpb = warp_rows_per_block(n, d, {h.data, delta.data, w.data, out.data}))
+    return launch_warp_form<true>(s, h, &delta, w, eps, kind, out, n, d, rpb);
   TF_DISPATCH_ACT(h.dtype, T, {
     TF_DISPATCH_ACT(w.dtype, TW, {
       launch_pdl(s, dim3(static_cast<unsigned>(n)), dim3(kThreads), d * sizeof(float),
@@ -238,8 +215,8 @@ void launch_rms_norm(cudaStream_t s, const Tensor& x, const Tensor& w, float eps
   TF_CHECK(w.numel() == d && is_float_act(w.dtype));
   if (kind == RmsNormKind::kWeight) TF_CHECK(w.dtype == x.dtype);
   if (n == 0) return;
-  if (const int warps = warp_form_warps(n, d, dtype_size(x.dtype), {x.data, w.data, out.data}))
-    return launch_warp_form<false>(s, x, nullptr, w, eps, kind, out, n, d, warps);
+  if (const int rpb = warp_rows_per_block(n, d, {x.data, w.data, out.data}))
+    return launch_warp_form<false>(s, x, nullptr, w, eps, kind, out, n, d, rpb);
   const bool staged = d <= kMaxStaged;
   const size_t smem = staged ? static_cast<size_t>(d) * sizeof(float) : 0;
   TF_DISPATCH_ACT(x.dtype, T, {
