@@ -414,7 +414,8 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
         float alpha[2];
         constexpr bool kLean = FORM == 2 || FORM == 4;  // the default forms: fewer instructions, same values
         attn::online_softmax<NS, kLean>(s, tmax, m, l, alpha, pf);
-        // acc · α: skipped where every α of the warp is 1 (x · 1 = x; a NaN's payload ends at the final division).
+        // acc · α: skipped where every α of the warp is 1 (x · 1 = x; a NaN's payload ends at the final
+        // division).
         if (!kLean || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
           attn::rescale<NO>(acc, alpha);
         // acc += P · V: keys in increasing 16s.
