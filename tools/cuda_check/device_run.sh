@@ -9,6 +9,8 @@
 #   4. what was packed of the benchmarks: linear_bench (large rows, or with LINEAR_SMALL_CONFIGS those small-row
 #      candidates on the 1B's and the 4B's shapes; small rows at each SPLIT_CHUNKS value of
 #      TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench;
+#   (PARALLEL=1 runs steps 1-3 at once; AB_SHAPES=lighton-1b,qwen3_5-0.8b adds whole runs of a second packed
+#   tensorfold, AB_OLD (default build-cuda/tensorfold_old), against this one, or of AB_ENVS: bench/model/ab_runs.py)
 #   5. with SERVE_CUT=1, serving 128 pages x SERVE_TOKENS (default 300) tokens (bench/serve/gpu_serve_bench.py,
 #      tensorfold only) with the paged attention cut on, then off, SERVE_REPS times (default 1).
 # Binaries come prebuilt in .gpu/bin.tar.xz (tools/cuda_check/pack.sh; the GPU image lacks the Debian
@@ -42,6 +44,7 @@ step() {  # name, limit s, command...: run under what is left of DEADLINE
   fi
   timeout "$lim" "$@" >"$OUT/logs/$name.log" 2>&1
   local rc=$?
+  echo $rc >"$OUT/logs/$name.rc"  # for the steps run in parallel (PARALLEL=1), whose status is a subshell's
   echo "== $name: exit $rc, $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
   tail -n 6 "$OUT/logs/$name.log"
   [ $rc = 0 ] || status=1
@@ -64,11 +67,25 @@ if [ ${#excl[@]} -gt 0 ]; then
   echo "demo checkpoints in this call: ${demos[*]:-none}; filtered: ${excl[*]}" >>"$OUT/summary.txt"
 fi
 filter=("--gtest_filter=${CASES:-*}$neg")  # CASES: a gtest filter for test_models / test_runtime
-step contract 200 build-cuda/tests/test_backend --gtest_filter="${CONTRACT:-CudaContract*}"
-step models_cuda 150 env TF_TEST_BACKEND=cuda build-cuda/tests/test_models "${filter[@]}"
+# PARALLEL=1: steps 1-3 at once (each leaves the GPU mostly idle: ~140 s on an H100 instead of ~300 s; the
+# timings below then run alone).
+par() { if [ "${PARALLEL:-0}" = 1 ]; then "$@" & else "$@"; fi; }
+ocr_sets() {
+  for m in "${demos[@]}"; do  # OCR_SETS="" skips them
+    for set in ${OCR_SETS-heldout heldout_blocks}; do
+      step "ocr_${m}_${set}" 120 python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold "models/$m" \
+        "examples/$set" 8
+    done
+  done
+}
+par step contract 200 build-cuda/tests/test_backend --gtest_filter="${CONTRACT:-CudaContract*}"
+par step models_cuda 150 env TF_TEST_BACKEND=cuda build-cuda/tests/test_models "${filter[@]}"
 if [ -x build-cuda/tests/test_runtime ]; then  # packed with PACK_RUNTIME=1
-  step runtime_cuda 200 env TF_TEST_BACKEND=cuda build-cuda/tests/test_runtime "${filter[@]}"
+  par step runtime_cuda 200 env TF_TEST_BACKEND=cuda build-cuda/tests/test_runtime "${filter[@]}"
 fi
+[ "${PARALLEL:-0}" = 1 ] && par ocr_sets
+wait
+for f in "$OUT"/logs/*.rc; do [ "$(cat "$f")" = 0 ] || status=1; done
 grep -H '^\[  FAILED\|^\[  PASSED' "$OUT"/logs/*.log | sed "s|$OUT/logs/||" >>"$OUT/summary.txt"
 if [ -x build-cuda/tools/stage_diff/stage_diff ]; then
   # The CUDA backend's stage-by-stage differences from Transformers on one golden case (the one whose
@@ -77,11 +94,7 @@ if [ -x build-cuda/tools/stage_diff/stage_diff ]; then
   step stage_diff_qwen_untied 60 build-cuda/tools/stage_diff/stage_diff $g/ckpt/qwen3_5-tiny-bf16-untied \
     $g/model/qwen3_5-tiny-bf16-untied/text_only --images $g/images --backend cuda
 fi
-for m in "${demos[@]}"; do  # OCR_SETS="" skips them
-  for set in ${OCR_SETS-heldout heldout_blocks}; do
-    step "ocr_${m}_${set}" 120 python3 tools/cuda_check/compare_ocr.py build-cuda/tensorfold "models/$m" "examples/$set" 8
-  done
-done
+[ "${PARALLEL:-0}" = 1 ] || ocr_sets
 if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including bench/linear_bench
   if [ -n "${LINEAR_SMALL_CONFIGS:-}" ]; then  # e.g. 7,11,12: small-row candidates, 1B and 4B shapes
     step linear_small_1b 90 build-cuda/bench/linear_bench 30 --small-only --configs "$LINEAR_SMALL_CONFIGS"
@@ -96,6 +109,11 @@ if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including
 fi
 if [ -x build-cuda/bench/attention_bench ]; then
   step attention_bench 90 build-cuda/bench/attention_bench 20
+fi
+if [ -n "${AB_SHAPES:-}" ]; then  # whole runs, interleaved: AB_OLD (a second tensorfold, packed) against this one
+  envs=${AB_ENVS:-"{\"old\": [\"${AB_OLD:-build-cuda/tensorfold_old}\", {}], \"new\": {}}"}
+  step ab_runs 240 python3 bench/model/ab_runs.py build-cuda/tensorfold "$envs" "$AB_SHAPES" 128
+  grep -h "tok/s" "$OUT/logs/ab_runs.log" >>"$OUT/summary.txt"
 fi
 if [ "${SERVE_CUT:-0}" = 1 ]; then  # the first run also builds the full-size random 1B checkpoint (cached)
   # SERVE_TOKENS output tokens per request (default 300), SERVE_REPS pairs (default 1), on then off in each.
