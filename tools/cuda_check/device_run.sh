@@ -10,7 +10,9 @@
 #      candidates on the 1B's and the 4B's shapes; small rows at each SPLIT_CHUNKS value of
 #      TF_CUDA_LINEAR_SPLIT_MIN_CHUNKS), attention_bench;
 #   (PARALLEL=1 runs steps 1-3 at once; AB_SHAPES=lighton-1b,qwen3_5-0.8b adds whole runs of a second packed
-#   tensorfold, AB_OLD (default build-cuda/tensorfold_old), against this one, or of AB_ENVS: bench/model/ab_runs.py)
+#   tensorfold, AB_OLD (default build-cuda/tensorfold_old), against this one, or of AB_ENVS: bench/model/ab_runs.py;
+#   NCU_KERNELS=REGEX: ncu's counters of the first NCU_COUNT kernels matching REGEX in the 1B page's run, e.g.
+#   "attention_wgmma|linear_wgmma|rms_norm_warp" for one vision layer)
 #   5. with SERVE_CUT=1, serving 128 pages x SERVE_TOKENS (default 300) tokens (bench/serve/gpu_serve_bench.py,
 #      tensorfold only) with the paged attention cut on, then off, SERVE_REPS times (default 1).
 # Binaries come prebuilt in .gpu/bin.tar.xz (tools/cuda_check/pack.sh; the GPU image lacks the Debian
@@ -109,6 +111,15 @@ if [ -x build-cuda/bench/linear_bench ]; then  # packed with PACK_BINS including
 fi
 if [ -x build-cuda/bench/attention_bench ]; then
   step attention_bench 90 build-cuda/bench/attention_bench 20
+fi
+if [ -n "${NCU_KERNELS:-}" ]; then  # counters of the first NCU_COUNT (4) kernels matching the regex in the 1B page's run
+  python3 -c "import sys; sys.path.insert(0, 'bench/model'); import gpu_bench; gpu_bench.build_full('/tmp/tf-bench', ('lighton-1b',))" \
+    >"$OUT/logs/build_full.log" 2>&1
+  step ncu 150 ncu --clock-control none --set full --import-source no -k "regex:$NCU_KERNELS" -c "${NCU_COUNT:-4}" \
+    build-cuda/tensorfold ocr /tmp/tf-bench/lighton-1b-random tests/golden/images/page_1540x1190.png --backend cuda \
+    --max-tokens 2 --ignore-eos --no-drafts --temperature 0
+  grep -hE "^  [a-zA-Z].*\(|Duration|Executed Instructions  |Issue Slots Busy|Registers Per|L1/TEX Cache Throughput" \
+    "$OUT/logs/ncu.log" | cut -c1-150 >>"$OUT/summary.txt"
 fi
 if [ -n "${AB_SHAPES:-}" ]; then  # whole runs, interleaved: AB_OLD (a second tensorfold, packed) against this one
   envs=${AB_ENVS:-"{\"old\": [\"${AB_OLD:-build-cuda/tensorfold_old}\", {}], \"new\": {}}"}
