@@ -390,17 +390,17 @@ def hf_levels(args, ckpt, pages, rows, info):
 
 
 def commit():
-    """The source commit: git where the tree has .git, else $TF_COMMIT, else .gpu/commit (pack.sh writes it)."""
-    try:
-        c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                           timeout=10).stdout.strip()
-        if c:
-            return c
-    except Exception:
-        pass
+    """The binary's commit: $TF_COMMIT, else .gpu/commit (pack.sh writes it beside the binaries it packs; the
+    device copy's git state may be older than the pack), else git where the tree has .git."""
     try:
         return os.environ.get("TF_COMMIT") or open(os.path.join(ROOT, ".gpu", "commit")).read().strip()
     except OSError:
+        pass
+    try:
+        c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                           timeout=10).stdout.strip()
+        return c or "?"
+    except Exception:
         return "?"
 
 
