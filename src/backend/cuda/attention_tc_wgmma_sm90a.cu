@@ -328,15 +328,12 @@ __global__ void __launch_bounds__(kThreads, FORM == 3 || FORM == 4 ? 1 : 2)
         float tmax[2] = {-INFINITY, -INFINITY};
         attn::scale_mask<NS>(sc, full, static_cast<int>(j0), in, e, scale, t, tmax);
         float alpha[2];
-        // (Not exp_pack's untested form here: its branch would sit beside the S in flight, and ptxas waits
-        // for a wgmma in flight at a merge of control flow.)
         attn::online_softmax<NS>(sc, tmax, m, l, alpha, pf);
         if (more) {
           wgmma::wait<0>();
           wgmma::fence_operand(nxt);
         }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))  // as FORMs 2 and 4 (below)
-          attn::rescale<NO>(acc, alpha);
+        attn::rescale<NO>(acc, alpha);
         pv_wgmma(acc, pf, slot(vs_addr, ti));
       };
       float sa[NS][4], sb[NS][4];
