@@ -134,9 +134,9 @@ __device__ __forceinline__ void advance_max(float& m, float tmax, float& alpha) 
 }
 __device__ __forceinline__ void advance_sum(float& l, float alpha, float tsum) { l = l * alpha + tsum; }
 // P = 2^((s - m) log2 e) as bf16 A fragments, and the thread's own row sums (its columns in order).
-// TESTED false: without the test for s = -inf, for rows whose running max m is > -inf (not -inf, not NaN),
+// INF_TEST false: without the test for s = -inf, for rows whose running max m is > -inf (not -inf, not NaN),
 // where it changes no value: s = -inf gives ex2(-inf - m) = ex2(-inf) = +0, the test's value.
-template <int NS, bool TESTED = true>
+template <int NS, bool INF_TEST = true>
 __device__ __forceinline__ void exp_pack(const float (&s)[NS][4], const float (&m)[2], float (&tsum)[2],
                                          uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
@@ -145,16 +145,16 @@ __device__ __forceinline__ void exp_pack(const float (&s)[NS][4], const float (&
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float mr = m[c / 2];
-      p[c] = TESTED && s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
+      p[c] = INF_TEST && s[b][c] == -INFINITY ? 0.0f : ex2((s[b][c] - mr) * kLog2e);
       tsum[c / 2] += p[c];
     }
     pf[b / 2][(b % 2) * 2 + 0] = mma::pack_bf16(p[0], p[1]);
     pf[b / 2][(b % 2) * 2 + 1] = mma::pack_bf16(p[2], p[3]);
   }
 }
-// UNTESTED: a warp whose rows all have a running max > -inf takes exp_pack's form without the -inf test (the
-// same values; a warp-uniform branch, so the whole warp must be here).
-template <int NS, bool UNTESTED = false>
+// MAY_SKIP_INF_TEST: a warp whose rows all have a running max > -inf takes exp_pack's form without the -inf
+// test (the same values; a warp-uniform branch, so the whole warp must be here).
+template <int NS, bool MAY_SKIP_INF_TEST = false>
 __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&tmax)[2], float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], uint32_t (&pf)[NS / 2][4]) {
 #pragma unroll
@@ -163,7 +163,7 @@ __device__ __forceinline__ void online_softmax(const float (&s)[NS][4], float (&
     advance_max(m[rr], tmax[rr], alpha[rr]);
   }
   float tsum[2] = {0.0f, 0.0f};
-  if (UNTESTED && __all_sync(0xffffffffu, m[0] > -INFINITY && m[1] > -INFINITY))
+  if (MAY_SKIP_INF_TEST && __all_sync(0xffffffffu, m[0] > -INFINITY && m[1] > -INFINITY))
     exp_pack<NS, false>(s, m, tsum, pf);
   else
     exp_pack<NS>(s, m, tsum, pf);
